@@ -1,0 +1,58 @@
+"""The data home: where every stage's output lives (see CONTRACT.md, data home layout)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+HOME_ENV = "STEMFORGE_HOME"
+DEFAULT_HOME = "stemforge-data"
+
+
+@dataclass(frozen=True)
+class DataHome:
+    root: Path
+
+    @property
+    def warehouse(self) -> Path:
+        return self.root / "warehouse.duckdb"
+
+    @property
+    def lake(self) -> Path:
+        return self.root / "lake"
+
+    @property
+    def images(self) -> Path:
+        return self.root / "images"
+
+    @property
+    def raw(self) -> Path:
+        """Crawler raw stores, one folder per source."""
+        return self.root / "raw"
+
+    @property
+    def export(self) -> Path:
+        return self.root / "export" / "stem" / "data"
+
+    @property
+    def reports(self) -> Path:
+        return self.root / "reports"
+
+    @property
+    def dagster(self) -> Path:
+        return self.root / "dagster"
+
+    @property
+    def cache(self) -> Path:
+        """Model response caches and other reusable intermediate state."""
+        return self.root / "cache"
+
+    def lake_path(self, name: str) -> Path:
+        return self.lake / f"{name}.parquet"
+
+
+def resolve_home(explicit: str | os.PathLike | None = None) -> DataHome:
+    """``--home`` if given, else ``$STEMFORGE_HOME``, else ``./stemforge-data``."""
+    value = explicit or os.environ.get(HOME_ENV) or DEFAULT_HOME
+    return DataHome(Path(value).expanduser().resolve())
