@@ -1,0 +1,155 @@
+"""Shuffling, splitting and the per-skill cap: determinism, stability and the small-skill policy."""
+
+import hashlib
+
+import polars as pl
+import pytest
+
+from pipelines.filtering import TEXT_ONLY_REASON, cap_per_skill, keep_multimodal
+from pipelines.shuffle import answer_position_uniformity, choices_table, option_permutation, shuffle_options
+from pipelines.split import SplitConfig, assign_splits, leakage, quotas
+
+
+def qid(i: int) -> str:
+    return hashlib.sha256(str(i).encode()).hexdigest()[:16]
+
+
+def questions_frame(n: int, k: int = 4) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "question_id": [qid(i) for i in range(n)],
+            "choices": [[f"option {j} of {i}" for j in range(k)] for i in range(n)],
+            "choice_images": [None] * n,
+            "answer_idx": [i % k for i in range(n)],
+        },
+        schema_overrides={"choice_images": pl.List(pl.String)},
+    )
+
+
+def test_permutation_is_deterministic_and_a_permutation():
+    for k in range(2, 6):
+        p = option_permutation("abc", k, seed=7)
+        assert sorted(p) == list(range(k))
+        assert p == option_permutation("abc", k, seed=7)
+    assert any(option_permutation(qid(i), 5, 0) != option_permutation(qid(i), 5, 1) for i in range(10))
+
+
+def test_shuffle_keeps_the_answer_content_and_records_the_permutation():
+    frame = questions_frame(200)
+    shuffled = shuffle_options(frame, seed=3)
+    for before, after in zip(frame.iter_rows(named=True), shuffled.iter_rows(named=True)):
+        assert after["choices"][after["answer_idx"]] == before["choices"][before["answer_idx"]]
+        assert [before["choices"][p] for p in after["permutation"]] == after["choices"]
+    table = choices_table(shuffled)
+    assert table.height == 800
+    first = table.filter(pl.col("question_id") == qid(0)).sort("position")
+    assert first["position"].to_list() == [0, 1, 2, 3]
+    assert first["text"].to_list() == shuffled.row(0, named=True)["choices"]
+
+
+def test_unknown_answer_stays_unknown_and_image_options_shuffle():
+    frame = pl.DataFrame(
+        {"question_id": ["q1"], "choices": [None], "choice_images": [["h0", "h1", "h2"]], "answer_idx": [-1]},
+        schema_overrides={"choices": pl.List(pl.String)},
+    )
+    out = shuffle_options(frame, 0)
+    assert out["answer_idx"].to_list() == [-1]
+    assert sorted(out["choice_images"][0]) == ["h0", "h1", "h2"]
+    assert choices_table(out)["text"].null_count() == 3
+
+
+def test_answer_positions_are_uniform_after_shuffling_a_biased_source():
+    frame = questions_frame(3000, k=3).with_columns(pl.lit(0, dtype=pl.Int64).alias("answer_idx"))
+    results = answer_position_uniformity(shuffle_options(frame, seed=0))
+    assert [r.num_options for r in results] == [3]
+    assert results[0].p_value > 0.001
+    biased = answer_position_uniformity(frame.with_columns(pl.lit(None).alias("_")))
+    assert biased[0].p_value < 1e-10
+
+
+@pytest.mark.parametrize(
+    "n,expected",
+    [(1, [1, 0, 0]), (2, [1, 1, 0]), (3, [2, 1, 0]), (4, [2, 1, 1]), (5, [3, 1, 1]), (10, [6, 2, 2]), (7, [4, 2, 1])],
+)
+def test_quotas_small_skill_policy(n, expected):
+    assert quotas(n, (0.6, 0.2, 0.2)) == expected
+
+
+def split_input(groups: list[str], skill: str = "s") -> pl.DataFrame:
+    return pl.DataFrame({"duplicate_group": groups, "subject": ["math"] * len(groups), "skill": [skill] * len(groups)})
+
+
+def test_split_proportions_per_skill_are_exact():
+    frame = pl.concat([split_input([f"a{i}" for i in range(100)], "a"), split_input([f"b{i}" for i in range(10)], "b")])
+    out, ledger = assign_splits(frame, None, SplitConfig(seed=1))
+    counts = out.group_by("skill", "split").len().sort("skill", "split")
+    got = {(s, sp): n for s, sp, n in counts.iter_rows()}
+    assert got == {("a", "test"): 20, ("a", "train"): 60, ("a", "valid"): 20, ("b", "test"): 2, ("b", "train"): 6, ("b", "valid"): 2}
+    assert ledger.height == 110
+
+
+def test_adding_questions_never_moves_an_existing_one():
+    first = split_input([f"g{i}" for i in range(50)])
+    out1, ledger1 = assign_splits(first, None)
+    grown = pl.concat([first, split_input([f"new{i}" for i in range(30)])])
+    out2, ledger2 = assign_splits(grown, ledger1)
+    before = dict(zip(out1["duplicate_group"], out1["split"]))
+    after = dict(zip(out2["duplicate_group"], out2["split"]))
+    assert all(after[g] == s for g, s in before.items())
+    counts = out2.group_by("split").len()
+    assert dict(zip(counts["split"], counts["len"])) == {"train": 48, "valid": 16, "test": 16}
+    # the ledger remembers groups that disappear, so they come back to the same split
+    out3, _ = assign_splits(first.head(10), ledger2)
+    assert all(after[g] == s for g, s in zip(out3["duplicate_group"], out3["split"]))
+
+
+def test_same_group_never_straddles_splits_and_seed_changes_assignment():
+    frame = pl.DataFrame(
+        {"duplicate_group": [f"g{i // 3}" for i in range(300)], "subject": ["science"] * 300, "skill": ["s"] * 300}
+    )
+    out, _ = assign_splits(frame, None, SplitConfig(seed=0))
+    assert leakage(out).height == 0
+    other, _ = assign_splits(frame, None, SplitConfig(seed=1))
+    assert out["split"].to_list() != other["split"].to_list()
+    again, _ = assign_splits(frame, None, SplitConfig(seed=0))
+    assert out["split"].to_list() == again["split"].to_list()
+
+
+def test_source_split_is_respected():
+    frame = split_input(["x", "y", "z"]).with_columns(pl.Series("source_split", ["test", "test", None]))
+    out, _ = assign_splits(frame, None)
+    assert out.filter(pl.col("duplicate_group").is_in(["x", "y"]))["split"].to_list() == ["test", "test"]
+
+
+def test_bad_ratios_are_refused():
+    with pytest.raises(ValueError, match="split ratios"):
+        assign_splits(split_input(["a"]), None, SplitConfig(train=-1))
+
+
+def raw(n_text_only: int, n_images: int) -> pl.DataFrame:
+    rows = []
+    for i in range(n_text_only + n_images):
+        has = i >= n_text_only
+        rows.append(
+            {"source": "s", "source_key": f"k{i}", "problem_image": "h" if has else None, "choice_images": None,
+             "subject": "math", "skill": "x", "question_id": qid(i)}
+        )
+    return pl.DataFrame(rows, schema_overrides={"choice_images": pl.List(pl.String), "problem_image": pl.String})
+
+
+def test_text_only_questions_are_quarantined_with_reason():
+    kept, dropped = keep_multimodal(raw(3, 5))
+    assert kept.height == 5 and dropped.height == 3
+    assert set(dropped["reason"]) == {TEXT_ONLY_REASON}
+    assert set(dropped["stage"]) == {"filter"}
+
+
+def test_cap_keeps_a_deterministic_subset_and_quarantines_the_rest():
+    frame = raw(0, 30)
+    kept, over = cap_per_skill(frame, cap=10, seed=0)
+    assert kept.height == 10 and over.height == 20
+    kept_again, _ = cap_per_skill(frame.reverse(), cap=10, seed=0)
+    assert sorted(kept["question_id"]) == sorted(kept_again["question_id"])
+    assert over["reason"][0] == "skill over the cap of 10 questions"
+    with pytest.raises(ValueError):
+        cap_per_skill(frame, cap=0)
