@@ -1,0 +1,208 @@
+"""Export in the public STEM release's layout (REFERENCE.md section 1).
+
+``export/stem/data/{split}-NNNNN-of-MMMMM.parquet`` with exactly the release's fields and
+types; images as PNG bytes; the public test shards carry ``answer_idx = -1`` and the test
+answer key is written beside ``data/`` (``test_answer_key.jsonl``), with ``index.parquet``
+mapping every exported row to its ``question_id``. Rows within a split are ordered by
+``question_id``; that order is the order of a leaderboard ``preds.txt``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+from PIL import Image
+
+from .images import ImageStore
+from .split import SPLITS
+
+STEM_SCHEMA = pa.schema(
+    [
+        ("subject", pa.string()),
+        ("grade", pa.string()),
+        ("skill", pa.string()),
+        ("pic_choice", pa.bool_()),
+        ("pic_prob", pa.bool_()),
+        ("problem", pa.string()),
+        ("problem_pic", pa.binary()),
+        ("choices", pa.list_(pa.string())),
+        ("choices_pic", pa.list_(pa.binary())),
+        ("answer_idx", pa.int64()),
+    ]
+)
+DEFAULT_ROWS_PER_SHARD = 5000
+
+
+def png_bytes(store: ImageStore, image_hash: str) -> bytes:
+    """The stored image as PNG bytes (converted deterministically when stored otherwise)."""
+    path = store.path(image_hash)
+    data = path.read_bytes()
+    if path.suffix == ".png":
+        return data
+    with Image.open(io.BytesIO(data)) as im:
+        im.load()
+        if im.mode not in ("1", "L", "LA", "P", "RGB", "RGBA"):
+            im = im.convert("RGBA" if "A" in im.getbands() else "RGB")
+        out = io.BytesIO()
+        im.save(out, format="PNG", optimize=False, compress_level=6)
+        return out.getvalue()
+
+
+def export_order(questions: pl.DataFrame) -> pl.DataFrame:
+    """Questions sorted into export order, with ``export_position`` within their split."""
+    return questions.sort("split", "question_id").with_columns(
+        pl.int_range(pl.len()).over("split").cast(pl.Int64).alias("export_position")
+    )
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    data_dir: Path
+    files: list[Path]
+    rows: dict[str, int]
+
+
+def _split_table(rows: pl.DataFrame, store: ImageStore, public_test: bool) -> pa.Table:
+    columns: dict[str, list] = {name: [] for name in STEM_SCHEMA.names}
+    for r in rows.iter_rows(named=True):
+        pic_choice = r["choice_images"] is not None
+        columns["subject"].append(r["subject"])
+        columns["grade"].append(r["grade"])
+        columns["skill"].append(r["skill"])
+        columns["pic_choice"].append(pic_choice)
+        columns["pic_prob"].append(r["problem_image"] is not None)
+        columns["problem"].append(r["problem"])
+        columns["problem_pic"].append(png_bytes(store, r["problem_image"]) if r["problem_image"] else None)
+        columns["choices"].append(None if pic_choice else list(r["choices"]))
+        columns["choices_pic"].append([png_bytes(store, h) for h in r["choice_images"]] if pic_choice else None)
+        columns["answer_idx"].append(-1 if public_test else int(r["answer_idx"]))
+    return pa.Table.from_pydict(columns, schema=STEM_SCHEMA)
+
+
+def write_stem_export(
+    questions: pl.DataFrame,
+    store: ImageStore,
+    export_root: Path,
+    *,
+    rows_per_shard: int = DEFAULT_ROWS_PER_SHARD,
+    hide_test_answers: bool = True,
+) -> ExportResult:
+    """Write the release layout under ``export_root`` (``.../export/stem``) atomically.
+
+    The new ``data/`` folder is assembled in a temporary folder and swapped in with
+    renames, so a reader sees the old export or the new one.
+    """
+    if rows_per_shard <= 0:
+        raise ValueError(f"rows_per_shard must be positive, got {rows_per_shard}")
+    export_root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=export_root, prefix=".staging-"))
+    ordered = export_order(questions)
+    rows: dict[str, int] = {}
+    try:
+        data_dir = staging / "data"
+        data_dir.mkdir()
+        for split in SPLITS:
+            part = ordered.filter(pl.col("split") == split)
+            rows[split] = part.height
+            shards = max(1, -(-part.height // rows_per_shard))
+            for i in range(shards):
+                chunk = part.slice(i * rows_per_shard, rows_per_shard)
+                table = _split_table(chunk, store, public_test=(split == "test" and hide_test_answers))
+                pq.write_table(
+                    table, data_dir / f"{split}-{i:05d}-of-{shards:05d}.parquet", compression="zstd",
+                    row_group_size=1000,
+                )
+        index = ordered.select("split", "export_position", "question_id")
+        pq.write_table(index.to_arrow(), staging / "index.parquet", compression="zstd")
+        with open(staging / "test_answer_key.jsonl", "w", encoding="utf-8") as f:
+            for r in ordered.filter(pl.col("split") == "test").iter_rows(named=True):
+                f.write(json.dumps({"index": r["export_position"], "question_id": r["question_id"],
+                                    "answer_idx": r["answer_idx"]}) + "\n")
+        _swap_in(staging, export_root, ["data", "index.parquet", "test_answer_key.jsonl"])
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    final_dir = export_root / "data"
+    return ExportResult(final_dir, sorted(final_dir.glob("*.parquet")), rows)
+
+
+def _swap_in(staging: Path, root: Path, names: list[str]) -> None:
+    for name in names:
+        new, final = staging / name, root / name
+        if final.is_dir():
+            old = root / f".old-{name}-{os.getpid()}"
+            os.replace(final, old)
+            os.replace(new, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(new, final)
+
+
+def dataset_statistics(questions: pl.DataFrame) -> pl.DataFrame:
+    """The paper's Table 1: per subject #skills, #questions, avg #answers, #train/#valid/#test."""
+    from .records import SUBJECTS
+
+    def stats(frame: pl.DataFrame, label: str) -> dict:
+        return {
+            "subject": label,
+            "skills": frame.select(pl.struct("subject", "skill").n_unique()).item() if frame.height else 0,
+            "questions": frame.height,
+            "avg_answers": round(float(frame["num_choices"].mean()), 2) if frame.height else 0.0,
+            "train": int((frame["split"] == "train").sum()),
+            "valid": int((frame["split"] == "valid").sum()),
+            "test": int((frame["split"] == "test").sum()),
+        }
+
+    rows = [stats(questions.filter(pl.col("subject") == s), s.capitalize()) for s in SUBJECTS]
+    rows.append(stats(questions, "Total"))
+    return pl.DataFrame(rows)
+
+
+def statistics_markdown(stats: pl.DataFrame) -> str:
+    header = "| Subject | #Skills | #Questions | Avg #A | #Train | #Valid | #Test |\n|---|---|---|---|---|---|---|\n"
+    lines = [
+        f"| {r['subject']} | {r['skills']:,} | {r['questions']:,} | {r['avg_answers']:.1f} | "
+        f"{r['train']:,} | {r['valid']:,} | {r['test']:,} |"
+        for r in stats.iter_rows(named=True)
+    ]
+    return header + "\n".join(lines)
+
+
+def check_release_invariants(data_dir: Path) -> list[str]:
+    """Problems with an export folder against the public release's invariants (empty = fine)."""
+    problems: list[str] = []
+    files = sorted(Path(data_dir).glob("*.parquet"))
+    if not files:
+        return [f"no Parquet shards in {data_dir}"]
+    for path in files:
+        split = path.name.split("-", 1)[0]
+        table = pq.read_table(path)
+        if table.schema != STEM_SCHEMA:
+            problems.append(f"{path.name}: schema differs from the release")
+            continue
+        rows = table.to_pylist()
+        for i, r in enumerate(rows):
+            where = f"{path.name} row {i}"
+            if (r["choices"] is None) == (r["choices_pic"] is None):
+                problems.append(f"{where}: exactly one of choices/choices_pic must be set")
+                continue
+            if r["pic_choice"] != (r["choices_pic"] is not None):
+                problems.append(f"{where}: pic_choice does not match choices_pic")
+            if r["pic_prob"] != (r["problem_pic"] is not None):
+                problems.append(f"{where}: pic_prob does not match problem_pic")
+            k = len(r["choices"] if r["choices"] is not None else r["choices_pic"])
+            if not 2 <= k <= 5:
+                problems.append(f"{where}: {k} options")
+            if split == "test" and r["answer_idx"] != -1:
+                problems.append(f"{where}: public test must carry answer_idx -1")
+            if split != "test" and not 0 <= r["answer_idx"] < k:
+                problems.append(f"{where}: answer_idx {r['answer_idx']} out of range")
+    return problems

@@ -1,0 +1,180 @@
+"""The DuckDB warehouse: published atomically from the lake, queried read-only.
+
+Publishing builds a complete new database file beside ``warehouse.duckdb`` and renames it
+into place. Readers open the published file read-only, so they never wait for a build and
+never see a half-written table: a query sees the previous version or the new one. Tables
+are materialized inside the file (not views over Parquet), which keeps the file
+self-contained and lets readers run with external file access disabled.
+
+Each table's schema lives in ``sql/tables/<name>.sql`` (used when its lake file does not
+exist yet, so every documented name is always queryable).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from .home import DataHome
+
+SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+
+# table name -> its Parquet file(s) relative to the lake (a folder holds one file per
+# source, stage or model); the order is the publish order.
+WAREHOUSE_TABLES: dict[str, str] = {
+    "raw_questions": "raw_questions/*.parquet",
+    "questions": "questions.parquet",
+    "choices": "choices.parquet",
+    "images": "images.parquet",
+    "duplicates": "duplicates.parquet",
+    "quarantine": "quarantine/*.parquet",
+    "predictions": "predictions/*.parquet",
+    "metrics": "metrics.parquet",
+    "profiles": "profiles.parquet",
+    "question_tags": "question_tags.parquet",
+    "dataset_statistics": "dataset_statistics.parquet",
+    "reliability": "reliability.parquet",
+}
+
+
+def lake_files(home: DataHome, table: str) -> list[Path]:
+    return sorted(home.lake.glob(WAREHOUSE_TABLES[table]))
+
+REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "raw_questions": ("source", "source_key", "subject", "grade", "skill"),
+    "questions": (
+        "question_id", "source", "source_key", "subject", "grade", "skill", "problem",
+        "pic_prob", "pic_choice", "num_choices", "answer_idx", "split", "duplicate_group",
+    ),
+    "choices": ("question_id", "position", "text", "image_hash", "original_position"),
+    "images": ("image_hash", "format", "width", "height", "phash", "path"),
+    "duplicates": ("source", "source_key", "kept_question_id", "kind", "evidence"),
+    "quarantine": ("source", "source_key", "stage", "reason"),
+    "predictions": ("model", "question_id", "prediction", "confidence", "correct"),
+    "metrics": ("model", "split", "metric", "group_by", "group_value", "value", "n", "ci_low", "ci_high"),
+    "profiles": ("profile_of", "component", "sub_component", "value", "n"),
+}
+
+
+class WarehouseError(RuntimeError):
+    """A warehouse that cannot be published or read; the message is one line."""
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    path: Path
+    tables: dict[str, int]  # table -> row count
+    fingerprint: str
+    skipped: bool
+
+
+def lake_fingerprint(home: DataHome) -> str:
+    """A digest of the lake files the warehouse is built from (names, sizes, mtimes)."""
+    h = hashlib.sha256()
+    for table in WAREHOUSE_TABLES:
+        h.update(f"{table}\n".encode())
+        for path in lake_files(home, table):
+            st = path.stat()
+            h.update(f"{path.name}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def _published_fingerprint(path: Path) -> str | None:
+    if not path.exists():
+        return None
+    try:
+        with duckdb.connect(str(path), read_only=True) as con:
+            row = con.execute("SELECT value FROM stemforge_meta WHERE key = 'lake_fingerprint'").fetchone()
+            return row[0] if row else None
+    except duckdb.Error:
+        return None
+
+
+def publish_warehouse(home: DataHome, *, force: bool = False) -> PublishResult:
+    """Rebuild ``warehouse.duckdb`` from the lake and swap it in atomically.
+
+    Skips the work when the lake has not changed since the last publish.
+    """
+    target = home.warehouse
+    fingerprint = lake_fingerprint(home)
+    if not force and _published_fingerprint(target) == fingerprint:
+        with duckdb.connect(str(target), read_only=True) as con:
+            counts = {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in WAREHOUSE_TABLES}
+        return PublishResult(target, counts, fingerprint, skipped=True)
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{time.time_ns()}.tmp")
+    counts: dict[str, int] = {}
+    try:
+        con = duckdb.connect(str(tmp))
+        try:
+            for table in WAREHOUSE_TABLES:
+                files = lake_files(home, table)
+                if files:
+                    con.execute(
+                        f'CREATE TABLE "{table}" AS SELECT * FROM read_parquet(?, union_by_name = true)',
+                        [[str(f) for f in files]],
+                    )
+                else:
+                    con.execute((SQL_DIR / "tables" / f"{table}.sql").read_text())
+                missing = set(REQUIRED_COLUMNS.get(table, ())) - {
+                    r[0] for r in con.execute(f'DESCRIBE "{table}"').fetchall()
+                }
+                if missing:
+                    raise WarehouseError(f"table {table} lacks required columns: {', '.join(sorted(missing))}")
+                counts[table] = con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+            con.execute("CREATE TABLE stemforge_meta (key VARCHAR, value VARCHAR)")
+            con.execute("INSERT INTO stemforge_meta VALUES ('lake_fingerprint', ?)", [fingerprint])
+            for view_sql in sorted((SQL_DIR / "views").glob("*.sql")):
+                con.execute(view_sql.read_text())
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise WarehouseError(
+            f"could not publish the warehouse at {target}: {exc.strerror or exc}; the previous warehouse is unchanged"
+        ) from None
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            leftover.unlink(missing_ok=True)
+    return PublishResult(target, counts, fingerprint, skipped=False)
+
+
+def connect_readonly(home: DataHome) -> duckdb.DuckDBPyConnection:
+    """A read-only connection with no access to files outside the warehouse."""
+    if not home.warehouse.exists():
+        raise WarehouseError(f"no warehouse at {home.warehouse}; run `stemforge build` first")
+    try:
+        con = duckdb.connect(str(home.warehouse), read_only=True)
+    except duckdb.Error as exc:
+        raise WarehouseError(f"cannot open {home.warehouse}: {str(exc).splitlines()[0]}") from None
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+    return con
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+
+
+def run_query(home: DataHome, sql: str, params: list[Any] | None = None) -> QueryResult:
+    """Run one read-only query; errors become a one-line WarehouseError."""
+    con = connect_readonly(home)
+    try:
+        cur = con.execute(sql, params or [])
+        if cur.description is None:
+            return QueryResult([], [])
+        return QueryResult([d[0] for d in cur.description], cur.fetchall())
+    except duckdb.Error as exc:
+        raise WarehouseError(f"query failed: {str(exc).splitlines()[0]}") from None
+    finally:
+        con.close()

@@ -1,0 +1,1 @@
+CREATE TABLE reliability (model VARCHAR, split VARCHAR, bin BIGINT, confidence DOUBLE, accuracy DOUBLE, n BIGINT);
