@@ -1,0 +1,1 @@
+"""Thin Dagster assets, one module per group; the work is done by ``pipelines``."""

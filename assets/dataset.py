@@ -1,0 +1,161 @@
+"""Group ``dataset``: shuffled options, stable splits, the warehouse, the STEM export, Table 1."""
+
+
+import dagster as dg
+import polars as pl
+
+from pipelines import stages
+from pipelines.resources import StemforgeSettings
+from pipelines.warehouse import publish_warehouse
+
+from ._meta import OWNERS, frame_metadata, json_metadata
+from .clean import _result, latex_questions
+from .ingest import raw_questions
+
+
+@dg.asset(
+    group_name="dataset",
+    kinds={"polars", "parquet"},
+    owners=OWNERS,
+    code_version="1",
+    deps=[latex_questions],
+    description="Each question's options permuted by a seeded hash of its id; the answer index remapped and the permutation kept.",
+)
+def shuffled_questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
+    settings = stemforge.settings()
+    figures = stages.shuffle_stage(settings.data_home, settings)
+    return dg.MaterializeResult(metadata={**json_metadata(figures), "dagster/row_count": figures["questions"]})
+
+
+@dg.asset(
+    group_name="dataset",
+    kinds={"polars", "parquet"},
+    owners=OWNERS,
+    code_version="1",
+    deps=[shuffled_questions],
+    description=(
+        "The kept questions with their train/valid/test split (60/20/20 within each subject and skill by "
+        "default), assigned per duplicate group from a seeded hash and a split ledger, so a rebuild never "
+        "moves a question. Also the `choices` table (one row per shuffled option)."
+    ),
+)
+def questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
+    settings = stemforge.settings()
+    figures = stages.split_stage(settings.data_home, settings)
+    frame = stages.read_lake(settings.data_home, "questions")
+    return dg.MaterializeResult(
+        metadata={**frame_metadata(frame.drop("extra", "permutation")), **json_metadata(figures)}
+    )
+
+
+@dg.asset(
+    group_name="dataset",
+    kinds={"polars", "parquet"},
+    owners=OWNERS,
+    code_version="1",
+    deps=[questions],
+    description="Dataset statistics shaped like the paper's Table 1.",
+)
+def dataset_statistics(stemforge: StemforgeSettings) -> dg.MaterializeResult:
+    stats, markdown = stages.statistics_stage(stemforge.settings().data_home)
+    return dg.MaterializeResult(
+        metadata={"table_1": dg.MetadataValue.md(markdown), "dagster/row_count": stats.height}
+    )
+
+
+@dg.asset(
+    group_name="dataset",
+    kinds={"parquet"},
+    owners=OWNERS,
+    code_version="1",
+    deps=[questions],
+    description=(
+        "export/stem/data/{train,valid,test}-NNNNN-of-MMMMM.parquet with exactly the public STEM release's "
+        "fields and types; test answers hidden (-1) and written to test_answer_key.jsonl."
+    ),
+)
+def stem_export(stemforge: StemforgeSettings) -> dg.MaterializeResult:
+    settings = stemforge.settings()
+    figures = stages.export_stage(settings.data_home, settings)
+    return dg.MaterializeResult(metadata=json_metadata(figures))
+
+
+@dg.asset_check(asset=shuffled_questions, description="Answer positions are uniform for each number of options (chi-square, p >= 0.001).")
+def answer_position_uniform(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
+    from pipelines.shuffle import answer_position_uniformity
+
+    results = answer_position_uniformity(stages.read_lake(stemforge.settings().data_home, "shuffled"))
+    worst = min((r.p_value for r in results if r.n >= 20), default=1.0)
+    return _result(
+        worst >= 0.001,
+        f"smallest p-value {worst:.4f}",
+        per_num_options={r.num_options: {"n": r.n, "counts": list(r.counts), "p": round(r.p_value, 4)} for r in results},
+    )
+
+
+@dg.asset_check(asset=shuffled_questions, blocking=True, description="The answer's text or image is unchanged by the shuffle.")
+def answer_content_unchanged(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
+    home = stemforge.settings().data_home
+    before = stages.read_lake(home, "latex").select("question_id", "choices", "choice_images", "answer_idx")
+    after = stages.read_lake(home, "shuffled").select("question_id", "choices", "choice_images", "answer_idx")
+
+    def answer_content(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.filter(pl.col("answer_idx") >= 0).select(
+            "question_id",
+            pl.coalesce(
+                pl.col("choices").list.get(pl.col("answer_idx"), null_on_oob=True),
+                pl.col("choice_images").list.get(pl.col("answer_idx"), null_on_oob=True),
+            ).alias("answer"),
+        )
+
+    joined = answer_content(before).join(answer_content(after), on="question_id", suffix="_after")
+    changed = joined.filter(pl.col("answer") != pl.col("answer_after")).height
+    return _result(changed == 0, f"{changed} answers changed", changed=changed, compared=joined.height)
+
+
+@dg.asset_check(asset=questions, blocking=True, description="No duplicate group appears in two splits.")
+def no_split_leakage(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
+    from pipelines.split import leakage
+
+    leaks = leakage(stages.read_lake(stemforge.settings().data_home, "questions"))
+    return _result(leaks.height == 0, f"{leaks.height} groups in more than one split", leaking_groups=leaks.height)
+
+
+@dg.asset_check(asset=questions, description="Split proportions are within 3 points of the configured ratios overall.")
+def split_proportions(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
+    settings = stemforge.settings()
+    frame = stages.read_lake(settings.data_home, "questions")
+    total = max(frame.height, 1)
+    wanted = dict(zip(("train", "valid", "test"), (settings.split_train, settings.split_valid, settings.split_test)))
+    norm = sum(wanted.values())
+    actual = {s: (frame["split"] == s).sum() / total for s in wanted}
+    off = {s: round(abs(actual[s] - wanted[s] / norm), 4) for s in wanted}
+    return _result(max(off.values()) <= 0.03 or frame.height < 100, "proportions vs ratios", actual=actual, deviation=off)
+
+
+@dg.asset_check(asset=stem_export, blocking=True, description="The export satisfies the STEM release's invariants.")
+def export_invariants(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
+    from pipelines.export import check_release_invariants
+
+    problems = check_release_invariants(stemforge.settings().data_home.export)
+    return _result(not problems, f"{len(problems)} problems", problems=problems[:10])
+
+
+@dg.asset(
+    group_name="dataset",
+    kinds={"duckdb"},
+    owners=OWNERS,
+    code_version="1",
+    pool="duckdb_write",
+    deps=[raw_questions, questions, "model_predictions", "evaluation_metrics", "cogme_profiles", "question_tags"],
+    description=(
+        "warehouse.duckdb: every lake table published as a DuckDB table in a new file that is renamed "
+        "into place, so readers see the previous version or the new one, never a mix. The only writer."
+    ),
+)
+def warehouse(stemforge: StemforgeSettings) -> dg.MaterializeResult:
+    home = stemforge.settings().data_home
+    result = publish_warehouse(home)
+    return dg.MaterializeResult(
+        metadata=json_metadata({"path": str(result.path), "tables": result.tables, "skipped_unchanged": result.skipped})
+    )

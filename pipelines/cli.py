@@ -1,0 +1,271 @@
+"""The ``stemforge`` command line (CONTRACT.md, Command line)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .home import DataHome, resolve_home
+from .settings import BuildSettings
+
+DAGSTER_YAML = """\
+# Written by stemforge. The instance the CLI's runs and `stemforge ui` share.
+concurrency:
+  pools:
+    default_limit: 1   # duckdb_write: one warehouse writer at a time
+telemetry:
+  enabled: false
+"""
+
+
+class CliError(Exception):
+    """A user-facing error: printed as one line, exit status 2."""
+
+
+def prepare_instance(home: DataHome) -> None:
+    """Create the data home and the Dagster instance folder; point DAGSTER_HOME at it."""
+    home.dagster.mkdir(parents=True, exist_ok=True)
+    config = home.dagster / "dagster.yaml"
+    if not config.exists() or config.read_text() != DAGSTER_YAML:
+        config.write_text(DAGSTER_YAML)
+    os.environ["DAGSTER_HOME"] = str(home.dagster)
+    os.environ["STEMFORGE_HOME"] = str(home.root)
+
+
+# ---- build ---------------------------------------------------------------------------
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from .sources.spec import SourceSpecError, parse_source_spec
+
+    sources = tuple(args.source) if args.source else BuildSettings.sources
+    for text in sources:
+        try:
+            parse_source_spec(text)
+        except SourceSpecError as exc:
+            raise CliError(str(exc)) from None
+    settings = BuildSettings(
+        home=args.home or "",
+        sources=sources,
+        seed=args.seed,
+        demo_questions=args.questions,
+        demo_faults=args.faults,
+        demo_revision=args.revision,
+        cap_per_skill=args.cap,
+        models=tuple(args.model) if args.model else BuildSettings.models,
+    )
+    home = settings.data_home
+    prepare_instance(home)
+    from .build import run_build
+
+    outcome = run_build(settings, selection=args.select, progress=not args.quiet)
+    print(outcome.summary)
+    return 0 if outcome.success else 1
+
+
+# ---- sql -----------------------------------------------------------------------------
+
+def format_rows(columns: list[str], rows: list[tuple], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps([dict(zip(columns, r)) for r in rows], default=str, ensure_ascii=False, indent=1)
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(rows)
+        return buf.getvalue().rstrip("\n")
+    cells = [[("" if v is None else str(v)) for v in r] for r in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    line = "-+-".join("-" * w for w in widths)
+    out = [" | ".join(c.ljust(w) for c, w in zip(columns, widths)), line]
+    out += [" | ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
+    out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(out)
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    from .warehouse import WarehouseError, run_query
+
+    if args.file:
+        path = Path(args.file)
+        if not path.is_file():
+            raise CliError(f"no such SQL file: {args.file}")
+        query = path.read_text()
+    elif args.query:
+        query = args.query
+    else:
+        raise CliError('give a query, e.g. stemforge sql "SELECT count(*) FROM questions", or -f FILE')
+    try:
+        result = run_query(resolve_home(args.home), query)
+    except WarehouseError as exc:
+        raise CliError(str(exc)) from None
+    print(format_rows(result.columns, result.rows, args.format))
+    return 0
+
+
+# ---- eval ----------------------------------------------------------------------------
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    home = resolve_home(args.home)
+    prepare_instance(home)
+    from .evaluation import import_predictions_file
+
+    try:
+        figures = import_predictions_file(home, Path(args.predictions), args.model)
+    except (ValueError, FileNotFoundError) as exc:
+        raise CliError(str(exc).splitlines()[0]) from None
+    from .build import run_build
+
+    settings = BuildSettings(home=str(home.root))
+    outcome = run_build(
+        settings,
+        selection="evaluation_metrics cogme_profiles report warehouse",
+        progress=False,
+    )
+    print(f"imported {figures['rows']} predictions for model {args.model}")
+    print(outcome.metrics_summary(args.model))
+    return 0 if outcome.success else 1
+
+
+# ---- site ----------------------------------------------------------------------------
+
+def _site_config(args: argparse.Namespace):
+    from .demo_site.generator import SiteConfig
+
+    return SiteConfig(seed=args.seed, questions=args.questions, faults=args.faults, revision=args.revision)
+
+
+def cmd_site_serve(args: argparse.Namespace) -> int:
+    from .demo_site.server import start_site
+
+    with start_site(_site_config(args), host=args.host, port=args.port) as site:
+        print(site.base_url, flush=True)
+        try:
+            import threading
+
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+def cmd_site_truth(args: argparse.Namespace) -> int:
+    from .demo_site.truth import write_truth
+
+    out = Path(args.out)
+    if out.parent and not out.parent.exists():
+        raise CliError(f"folder {out.parent} does not exist")
+    write_truth(_site_config(args), out)
+    print(f"wrote the demo site's truth to {out}")
+    return 0
+
+
+# ---- latex ---------------------------------------------------------------------------
+
+def cmd_latex(args: argparse.Namespace) -> int:
+    from .latex import convert_line
+
+    for line in sys.stdin:
+        print(convert_line(line.rstrip("\n")), flush=True)
+    return 0
+
+
+# ---- ui ------------------------------------------------------------------------------
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    home = resolve_home(args.home)
+    prepare_instance(home)
+    workspace = Path(__file__).resolve().parent.parent / "workspace.yaml"
+    command = [
+        sys.executable, "-m", "dagster", "dev", "-w", str(workspace), "-h", args.host, "-p", str(args.port),
+    ]
+    return subprocess.call(command, cwd=workspace.parent)
+
+
+# ---- parser --------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="stemforge", description="Build, evaluate and profile a multimodal STEM benchmark.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add_home(p):
+        p.add_argument("--home", help="data home (default: $STEMFORGE_HOME, else ./stemforge-data)")
+
+    p = sub.add_parser("build", help="materialize the asset graph in-process")
+    p.add_argument("--source", action="append", help="demo | http://HOST:PORT/ | stem-parquet:PATH | scienceqa:PATH | jsonl:PATH[?mapping] (repeatable)")
+    add_home(p)
+    p.add_argument("--select", help="a Dagster asset selection, e.g. group:ingest (the warehouse is always published)")
+    p.add_argument("--seed", type=int, default=BuildSettings.seed)
+    p.add_argument("--questions", type=int, default=BuildSettings.demo_questions, help="size of the bundled demo site")
+    p.add_argument("--faults", action="store_true", help="serve the demo site with faults")
+    p.add_argument("--revision", type=int, default=0, help="demo site revision")
+    p.add_argument("--cap", type=int, default=BuildSettings.cap_per_skill, help="at most this many questions per skill")
+    p.add_argument("--model", action="append", help="model spec to evaluate (repeatable; default: the floor baselines)")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("ui", help="start the Dagster UI and daemon on the same instance")
+    add_home(p)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=3000)
+    p.set_defaults(func=cmd_ui)
+
+    p = sub.add_parser("sql", help="read-only query on the warehouse")
+    p.add_argument("query", nargs="?")
+    p.add_argument("-f", "--file")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    add_home(p)
+    p.set_defaults(func=cmd_sql)
+
+    p = sub.add_parser("eval", help="import predictions and score them")
+    p.add_argument("--predictions", required=True, help="JSONL, CSV or preds.txt")
+    p.add_argument("--model", required=True)
+    add_home(p)
+    p.set_defaults(func=cmd_eval)
+
+    site = sub.add_parser("site", help="the bundled demo quiz site")
+    site_sub = site.add_subparsers(dest="site_command", required=True)
+    for name, func in (("serve", cmd_site_serve), ("truth", cmd_site_truth)):
+        p = site_sub.add_parser(name)
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--questions", type=int, default=BuildSettings.demo_questions)
+        p.add_argument("--faults", action="store_true")
+        p.add_argument("--revision", type=int, default=0)
+        if name == "serve":
+            p.add_argument("--port", type=int, default=8765)
+            p.add_argument("--host", default="127.0.0.1")
+        else:
+            p.add_argument("--out", required=True)
+        p.set_defaults(func=func)
+
+    p = sub.add_parser("latex", help="convert formulas in stdin lines to LaTeX")
+    p.set_defaults(func=cmd_latex)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except CliError as exc:
+        print(f"stemforge: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("stemforge: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # the last line of defence: one line, never a bare traceback
+        if os.environ.get("STEMFORGE_DEBUG"):
+            raise
+        message = str(exc).splitlines()[0] if str(exc) else ""
+        print(f"stemforge: error: {type(exc).__name__}: {message} (set STEMFORGE_DEBUG=1 for a traceback)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

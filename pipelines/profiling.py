@@ -1,0 +1,80 @@
+"""Profile stages: CogME tags per question, dataset and model profiles, and the report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from .home import DataHome
+from .lake import write_table
+from .settings import BuildSettings
+
+TAG_COLUMNS = ("question_id", "subject", "grade", "skill", "problem", "pic_prob", "pic_choice", "num_choices", "choices")
+
+
+def tag_stage(home: DataHome, settings: BuildSettings) -> tuple[pl.DataFrame, dict]:
+    from .cogme.manual import load_manual_tags
+    from .cogme.tagger import tag_questions
+    from .cogme.taxonomy import load_taxonomy
+
+    taxonomy = load_taxonomy(settings.taxonomy)
+    questions = pl.read_parquet(home.lake_path("questions"), columns=list(TAG_COLUMNS))
+    tags = tag_questions(questions, taxonomy)
+    figures = {"auto_tagged_questions": questions.height, "auto_tags": tags.height}
+    if settings.manual_tags:
+        manual = load_manual_tags(settings.manual_tags, taxonomy)
+        manual = manual.filter(pl.col("question_id").is_in(questions["question_id"].implode()))
+        # a question with manual tags is profiled by them; the automatic ones stay for agreement
+        tags = pl.concat([tags, manual], how="vertical_relaxed")
+        figures["manual_tagged_questions"] = manual["question_id"].n_unique()
+    tags = tags.sort("question_id", "component", "sub_component", "source")
+    write_table(tags, home.lake_path("question_tags"))
+    return tags, figures
+
+
+def effective_tags(tags: pl.DataFrame) -> pl.DataFrame:
+    """One tag source per question: manual annotations where they exist, else the automatic ones."""
+    manual_ids = tags.filter(pl.col("source").str.starts_with("manual")).select("question_id").unique()
+    manual = tags.filter(pl.col("source").str.starts_with("manual"))
+    auto = tags.filter(~pl.col("source").str.starts_with("manual")).join(manual_ids, on="question_id", how="anti")
+    return pl.concat([manual, auto])
+
+
+def profile_stage(home: DataHome) -> tuple[pl.DataFrame, dict]:
+    from .cogme.profiles import dataset_profile, frequency_accuracy_relation, model_profiles
+    from .evaluation import scored_frame
+
+    tags = effective_tags(pl.read_parquet(home.lake_path("question_tags")))
+    questions = pl.read_parquet(home.lake_path("questions"), columns=["question_id", "subject", "split"])
+    parts = [dataset_profile(questions, tags)]
+    scored = scored_frame(home)
+    relation = None
+    if scored.height:
+        models = model_profiles(scored.select("model", "question_id", "split", "correct"), tags)
+        parts.append(models)
+        relation = frequency_accuracy_relation(parts[0], models)
+    profiles = pl.concat(parts, how="diagonal_relaxed")
+    write_table(profiles, home.lake_path("profiles"))
+    figures = {"rows": profiles.height}
+    if relation is not None and relation.height:
+        write_table(relation, home.lake_path("profile_relation"))
+        figures["frequency_accuracy_relation"] = relation.to_dicts()
+    return profiles, figures
+
+
+def report_stage(home: DataHome, settings: BuildSettings) -> Path:
+    from .report import write_report
+
+    def optional(name: str) -> pl.DataFrame | None:
+        path = home.lake_path(name)
+        return pl.read_parquet(path) if path.exists() else None
+
+    return write_report(
+        home.reports / "index.html",
+        dataset_stats=optional("dataset_statistics"),
+        metrics=optional("metrics"),
+        reliability=optional("reliability"),
+        profiles=optional("profiles"),
+        run_info={"sources": list(settings.sources), "seed": settings.seed, "home": str(home.root)},
+    )

@@ -1,0 +1,71 @@
+"""Build settings in one place, with their documented defaults.
+
+The Dagster resource (``pipelines/resources.py``) and the command line both produce a
+``BuildSettings``; library code only ever sees this plain object. Environment variables
+give the defaults the UI and the schedules use.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+
+from .home import DataHome, resolve_home
+
+DEFAULT_MODELS = ("random", "most-frequent-position", "longest-option")
+
+
+def _env_list(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    value = os.environ.get(name)
+    if not value:
+        return default
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    home: str = ""  # resolved with resolve_home: --home, $STEMFORGE_HOME, ./stemforge-data
+    sources: tuple[str, ...] = ("demo",)
+    seed: int = 0
+    # the bundled demo site
+    demo_questions: int = 3000
+    demo_faults: bool = False
+    demo_revision: int = 0
+    # crawling
+    crawl_rate_per_host: float = 200.0
+    crawl_concurrency: int = 8
+    crawl_timeout: float = 10.0
+    # cleaning
+    cap_per_skill: int = 2000
+    # splitting
+    split_train: float = 0.6
+    split_valid: float = 0.2
+    split_test: float = 0.2
+    # evaluation
+    models: tuple[str, ...] = DEFAULT_MODELS
+    eval_splits: tuple[str, ...] = ("test",)
+    bootstrap: int = 1000
+    # profiles
+    taxonomy: str = "stem"
+    manual_tags: str = ""  # a CSV of manual CogME annotations, optional
+    # export
+    rows_per_shard: int = 5000
+
+    @property
+    def data_home(self) -> DataHome:
+        return resolve_home(self.home or None)
+
+    def with_(self, **changes) -> "BuildSettings":
+        return replace(self, **changes)
+
+    @classmethod
+    def from_env(cls) -> "BuildSettings":
+        """Defaults for the UI, schedules and sensors (``STEMFORGE_*`` variables)."""
+        base = cls()
+        return cls(
+            home=os.environ.get("STEMFORGE_HOME", ""),
+            sources=_env_list("STEMFORGE_SOURCES", base.sources),
+            seed=int(os.environ.get("STEMFORGE_SEED", base.seed)),
+            demo_questions=int(os.environ.get("STEMFORGE_DEMO_QUESTIONS", base.demo_questions)),
+            models=_env_list("STEMFORGE_MODELS", base.models),
+        )

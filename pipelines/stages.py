@@ -1,0 +1,236 @@
+"""The offline stages between the raw store and the warehouse, one function per asset.
+
+Each function reads its inputs from the lake, calls the library, writes its outputs to
+the lake and returns a small dict of figures for the asset's metadata. They need no
+Dagster and are what the assets, the benchmarks and the tests call.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+from PIL import Image
+
+from .filtering import cap_per_skill, keep_multimodal
+from .home import DataHome
+from .images import ImageStore
+from .lake import empty_frame, write_table
+from .records import QUARANTINE_SCHEMA, RAW_QUESTION_SCHEMA
+from .settings import BuildSettings
+
+IMAGES_SCHEMA = {
+    "image_hash": pl.String,
+    "format": pl.String,
+    "width": pl.Int64,
+    "height": pl.Int64,
+    "phash": pl.UInt64,
+    "path": pl.String,
+    "size_bytes": pl.Int64,
+}
+
+
+def lake(home: DataHome, name: str) -> Path:
+    return home.lake_path(name)
+
+
+def read_lake(home: DataHome, name: str) -> pl.DataFrame:
+    path = lake(home, name)
+    if not path.exists():
+        raise FileNotFoundError(f"lake table {name} is missing at {path}; materialize its asset first")
+    return pl.read_parquet(path)
+
+
+def write_quarantine(home: DataHome, stage: str, frame: pl.DataFrame) -> int:
+    frame = frame.select(QUARANTINE_SCHEMA.names).sort("source", "source_key", "reason")
+    write_table(frame, home.lake / "quarantine" / f"{stage}.parquet")
+    return frame.height
+
+
+def read_raw_questions(home: DataHome) -> pl.DataFrame:
+    files = sorted((home.lake / "raw_questions").glob("*.parquet"))
+    if not files:
+        return empty_frame(RAW_QUESTION_SCHEMA)
+    return pl.concat([pl.read_parquet(f) for f in files], how="vertical").sort("source", "source_key")
+
+
+# ---- clean ---------------------------------------------------------------------------
+
+def filter_stage(home: DataHome) -> dict:
+    raw = read_raw_questions(home)
+    kept, dropped = keep_multimodal(raw)
+    write_table(kept, lake(home, "multimodal"))
+    write_quarantine(home, "filter", dropped)
+    return {"raw": raw.height, "kept": kept.height, "text_only_dropped": dropped.height}
+
+
+def referenced_images(questions: pl.DataFrame) -> list[str]:
+    singles = questions["problem_image"].drop_nulls()
+    multi = questions["choice_images"].drop_nulls().explode().drop_nulls()
+    return sorted(set(singles.to_list()) | set(multi.to_list()))
+
+
+def image_index_stage(home: DataHome) -> dict:
+    """Describe every referenced image (format, size, perceptual hash); reuse known hashes."""
+    from .dedup.phash import phash_files
+
+    questions = read_lake(home, "multimodal")
+    wanted = referenced_images(questions)
+    previous_path = lake(home, "images")
+    previous = pl.read_parquet(previous_path) if previous_path.exists() else pl.DataFrame(schema=IMAGES_SCHEMA)
+    known = previous.filter(pl.col("image_hash").is_in(wanted))
+    todo = sorted(set(wanted) - set(known["image_hash"].to_list()))
+    store = ImageStore(home.images)
+    rows = []
+    paths = [store.path(h) for h in todo]
+    hashes = phash_files(paths) if paths else []
+    for image_hash, path, ph in zip(todo, paths, hashes):
+        with Image.open(path) as im:
+            width, height = im.size
+        rows.append(
+            {
+                "image_hash": image_hash,
+                "format": path.suffix.lstrip("."),
+                "width": width,
+                "height": height,
+                "phash": int(ph),
+                "path": str(path.relative_to(home.root)),
+                "size_bytes": path.stat().st_size,
+            }
+        )
+    fresh = pl.DataFrame(rows, schema=IMAGES_SCHEMA)
+    table = pl.concat([known.cast(IMAGES_SCHEMA), fresh]).sort("image_hash")
+    write_table(table, previous_path)
+    return {"images": table.height, "hashed_now": len(todo), "reused": known.height}
+
+
+def dedup_stage(home: DataHome, settings: BuildSettings) -> dict:
+    from .dedup import DedupConfig, deduplicate
+
+    questions = read_lake(home, "multimodal")
+    images = read_lake(home, "images")
+    phash_of = dict(zip(images["image_hash"].to_list(), images["phash"].to_list()))
+    result = deduplicate(questions, phash_of, DedupConfig())
+    kept, over_cap = cap_per_skill(result.kept, settings.cap_per_skill, settings.seed)
+    kept = kept.sort("question_id")
+    write_table(kept, lake(home, "deduplicated"))
+    write_table(result.duplicates.sort("kept_question_id", "source", "source_key"), lake(home, "duplicates"))
+    write_quarantine(home, "dedup", result.quarantine)
+    write_quarantine(home, "cap", over_cap)
+    kinds = result.duplicates.group_by("kind").len().sort("kind")
+    return {
+        "input": questions.height,
+        "kept": kept.height,
+        "duplicates": result.duplicates.height,
+        "duplicates_by_kind": dict(zip(kinds["kind"].to_list(), kinds["len"].to_list())),
+        "conflicts_quarantined": result.quarantine.height,
+        "over_cap": over_cap.height,
+    }
+
+
+def latex_stage(home: DataHome) -> dict:
+    from .latex import convert_text
+
+    questions = read_lake(home, "deduplicated")
+    problems, failures, converted = [], [], 0
+    new_choices = []
+    for qid, problem, choices in zip(
+        questions["question_id"].to_list(), questions["problem"].to_list(), questions["choices"].to_list()
+    ):
+        result = convert_text(problem)
+        problems.append(result.text)
+        converted += int(result.changed)
+        if result.error:
+            failures.append({"question_id": qid, "field": "problem", "text": problem, "error": result.error})
+        if choices is None:
+            new_choices.append(None)
+            continue
+        row = []
+        for i, choice in enumerate(choices):
+            r = convert_text(choice)
+            row.append(r.text)
+            converted += int(r.changed)
+            if r.error:
+                failures.append({"question_id": qid, "field": f"choice {i}", "text": choice, "error": r.error})
+        new_choices.append(row)
+    out = questions.with_columns(
+        pl.col("problem").alias("problem_original"),
+        pl.Series("problem", problems, dtype=pl.String),
+        pl.Series("choices", new_choices, dtype=pl.List(pl.String)),
+    )
+    write_table(out, lake(home, "latex"))
+    failure_frame = pl.DataFrame(
+        failures, schema={"question_id": pl.String, "field": pl.String, "text": pl.String, "error": pl.String}
+    )
+    write_table(failure_frame, lake(home, "latex_failures"))
+    return {"questions": out.height, "texts_converted": converted, "validation_failures": len(failures)}
+
+
+# ---- dataset -------------------------------------------------------------------------
+
+def shuffle_stage(home: DataHome, settings: BuildSettings) -> dict:
+    from .shuffle import shuffle_options
+
+    questions = read_lake(home, "latex")
+    shuffled = shuffle_options(questions, settings.seed)
+    write_table(shuffled, lake(home, "shuffled"))
+    return {"questions": shuffled.height}
+
+
+def split_stage(home: DataHome, settings: BuildSettings) -> dict:
+    from .shuffle import choices_table
+    from .split import SplitConfig, assign_splits
+
+    shuffled = read_lake(home, "shuffled")
+    ledger_path = home.lake / "state" / "split_ledger.parquet"
+    ledger = pl.read_parquet(ledger_path) if ledger_path.exists() else None
+    config = SplitConfig(settings.split_train, settings.split_valid, settings.split_test, seed=settings.seed)
+    with_split, new_ledger = assign_splits(shuffled, ledger, config)
+    questions = with_split.with_columns(
+        pl.col("problem_image").is_not_null().alias("pic_prob"),
+        pl.col("choice_images").is_not_null().alias("pic_choice"),
+        pl.coalesce(pl.col("choices").list.len(), pl.col("choice_images").list.len()).cast(pl.Int64).alias("num_choices"),
+    ).select(
+        "question_id", "source", "source_key", "subject", "grade", "skill", "problem", "problem_original",
+        "problem_image", "pic_prob", "pic_choice", "num_choices", "choices", "choice_images", "answer_idx",
+        "permutation", "split", "duplicate_group", "source_split", "extra",
+    ).sort("question_id")
+    write_table(questions, lake(home, "questions"))
+    write_table(choices_table(questions), lake(home, "choices"))
+    write_table(new_ledger, ledger_path)
+    counts = questions.group_by("split").len()
+    return {"questions": questions.height, "splits": dict(zip(counts["split"].to_list(), counts["len"].to_list()))}
+
+
+def statistics_stage(home: DataHome) -> tuple[pl.DataFrame, str]:
+    from .export import dataset_statistics, statistics_markdown
+
+    stats = dataset_statistics(read_lake(home, "questions"))
+    write_table(stats, lake(home, "dataset_statistics"))
+    return stats, statistics_markdown(stats)
+
+
+def export_stage(home: DataHome, settings: BuildSettings) -> dict:
+    from .export import write_stem_export
+
+    result = write_stem_export(
+        read_lake(home, "questions"),
+        ImageStore(home.images),
+        home.export.parent,
+        rows_per_shard=settings.rows_per_shard,
+    )
+    return {"files": [p.name for p in result.files], "rows": result.rows, "path": str(result.data_dir)}
+
+
+def quarantine_summary(home: DataHome) -> dict:
+    files = sorted((home.lake / "quarantine").glob("*.parquet"))
+    if not files:
+        return {}
+    frame = pl.concat([pl.read_parquet(f) for f in files])
+    counts = frame.group_by("stage").len().sort("stage")
+    return dict(zip(counts["stage"].to_list(), counts["len"].to_list()))
+
+
+def dumps(value) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
