@@ -1,0 +1,181 @@
+"""The HTML report: escaping, self-containment, determinism, and plots drawn in Chromium."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from pipelines.metrics import compute_metrics, reliability_table
+from pipelines.report import MODEL_COLORS, render_report, write_report
+from pipelines.smartscore import SmartScoreRules, exam_scores
+
+EVIL_SKILL = "<script>alert('skill')</script>"
+EVIL_MODEL = 'model "<img src=x onerror=alert(1)>" $x$'
+
+
+def synthetic_scored(questions: int = 1200, seed: int = 0) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    subjects = np.array(["science", "technology", "engineering", "math"])[rng.integers(0, 4, questions)]
+    k = rng.choice([2, 3, 4, 5], size=questions)
+    grades = [None if s == "technology" else f"grade-{g}" for s, g in zip(subjects, rng.integers(1, 7, questions))]
+    skills = [EVIL_SKILL if i % 7 == 0 else f"skill-{i % 5}" for i in range(questions)]
+    base = {
+        "question_id": [f"{i:016x}" for i in range(questions)],
+        "split": "test",
+        "subject": subjects,
+        "grade": grades,
+        "skill": skills,
+        "num_choices": k,
+        "problem": [["Which <b>bold</b> one?", "What is \\( 2 \\times 3 \\)?", "Select the magnet."][i % 3] + " w" * (i % 45) for i in range(questions)],
+        "cluster": [f"img{i // 2}" for i in range(questions)],
+    }
+    frames = []
+    for model, skill_level in (("random", None), (EVIL_MODEL, 0.8)):
+        if skill_level is None:
+            prediction = (rng.random(questions) * k).astype(np.int64)
+        else:
+            prediction = np.where(rng.random(questions) < skill_level, 0, (rng.random(questions) * k).astype(np.int64))
+        frames.append(
+            pl.DataFrame(
+                {
+                    **base,
+                    "model": model,
+                    "prediction": prediction,
+                    "confidence": rng.random(questions),
+                    "correct": prediction == 0,
+                }
+            )
+        )
+    return pl.concat(frames)
+
+
+@pytest.fixture(scope="module")
+def report_inputs() -> dict:
+    scored = synthetic_scored()
+    rules = SmartScoreRules()
+    metrics = pl.concat([compute_metrics(scored), exam_scores(scored, rules, seed=1)])
+    return {
+        "dataset_stats": pl.DataFrame({"subject": ["math", EVIL_SKILL], "questions": [10, 2], "avg_options": [2.8, 3.0]}),
+        "metrics": metrics,
+        "reliability": reliability_table(scored),
+        "profiles": pl.DataFrame(
+            {
+                "profile_of": ["dataset", EVIL_MODEL],
+                "component": ["TARGET", "TARGET"],
+                "sub_component": ["Object", "Object"],
+                "value": [40.0, 55.0],
+                "n": [12, 12],
+            }
+        ),
+        "run_info": {"title": "stemforge <demo>", "seed": 1, "source": "demo", "smartscore_rules": rules},
+    }
+
+
+@pytest.fixture(scope="module")
+def report_html(report_inputs) -> str:
+    return render_report(**report_inputs)
+
+
+def test_all_text_is_escaped(report_html):
+    assert "<script" not in report_html.lower()
+    assert "&lt;script&gt;alert(&#x27;skill&#x27;)&lt;/script&gt;" in report_html
+    assert "<img" not in report_html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in report_html
+    assert "<b>bold" not in report_html
+    assert "stemforge &lt;demo&gt;" in report_html
+
+
+def test_report_is_self_contained(report_html):
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", report_html, re.IGNORECASE)
+    assert not re.search(r"@import|url\(\s*['\"]?https?:", report_html, re.IGNORECASE)
+    assert "<link" not in report_html.lower()
+
+
+def test_report_contains_the_plots_tables_and_parameters(report_html):
+    svgs = re.findall(r"<svg\b", report_html)
+    # subject bars, grade lines, options, length, reliability, exam bars, exam grade lines
+    assert len(svgs) >= 7
+    ids = re.findall(r'\bid="([^"]+)"', report_html)
+    assert len(ids) == len(set(ids))
+    assert "paper:CLIP ViT-L/14@336px" in report_html
+    assert "+10 for 0-50" in report_html and "proprietary" in report_html
+    assert "Dataset statistics" in report_html and "CogME profiles" in report_html
+    assert "macro" in report_html and "micro" in report_html
+
+
+def test_report_is_deterministic_and_written_atomically(report_inputs, report_html, tmp_path):
+    assert render_report(**report_inputs) == report_html
+    path = write_report(tmp_path / "reports" / "index.html", **report_inputs)
+    assert path.read_text(encoding="utf-8") == report_html
+    assert sorted(p.name for p in path.parent.iterdir()) == ["index.html"]
+
+
+def test_empty_report_renders():
+    text = render_report(run_info={"title": "empty"})
+    assert "No evaluation results" in text and "<svg" not in text
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found:
+            return found
+    pytest.skip("Debian's chromium package is not installed")
+
+
+def screenshot(html_path: Path, tmp_path: Path, name: str) -> np.ndarray:
+    from PIL import Image
+
+    png = tmp_path / f"{name}.png"
+    profile = tmp_path / f"profile-{name}"
+    profile.mkdir()
+    subprocess.run(
+        [
+            chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            f"--screenshot={png}",
+            "--window-size=1200,3000",
+            html_path.resolve().as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return np.asarray(Image.open(png).convert("RGB")).astype(np.int16)
+
+
+def color_mask(pixels: np.ndarray, hex_color: str, tolerance: int = 12) -> np.ndarray:
+    target = np.array([int(hex_color[i : i + 2], 16) for i in (1, 3, 5)], dtype=np.int16)
+    return (np.abs(pixels - target) <= tolerance).all(axis=2)
+
+
+def test_plots_are_drawn_in_headless_chromium(report_inputs, tmp_path):
+    path = write_report(tmp_path / "with-plots.html", **report_inputs)
+    pixels = screenshot(path, tmp_path, "with-plots")
+    assert pixels.shape[0] >= 2900
+    # the two models' colours (first two of the palette) fill bars, lines and reliability bars
+    for color in MODEL_COLORS[:2]:
+        mask = color_mask(pixels, color)
+        assert mask.sum() > 2000, color
+    rows_with_plot = np.flatnonzero(color_mask(pixels, MODEL_COLORS[0]).sum(axis=1) > 3)
+    # several separate plots: coloured rows fall in at least 3 bands separated by >= 60 blank rows
+    bands = 1 + int(np.sum(np.diff(rows_with_plot) > 60))
+    assert bands >= 3
+    # a control page without results has none of these colours: the check can fail
+    empty = write_report(tmp_path / "empty.html", run_info={"title": "empty"})
+    control = screenshot(empty, tmp_path, "empty")
+    assert color_mask(control, MODEL_COLORS[0]).sum() == 0
