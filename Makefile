@@ -27,7 +27,11 @@ install-test: $(VENV)/.installed-test
 demo: $(VENV)/.installed
 	$(BIN)/stemforge build
 
-test: $(VENV)/.installed-test
+# headless Chromium renders the report and the Dagster UI in tests (Debian's package)
+/usr/bin/chromium:
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+
+test: $(VENV)/.installed-test /usr/bin/chromium
 	$(BIN)/python -m pytest -n 2 --timeout=600 -q
 
 bench: $(VENV)/.installed-test

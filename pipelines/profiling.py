@@ -33,19 +33,11 @@ def tag_stage(home: DataHome, settings: BuildSettings) -> tuple[pl.DataFrame, di
     return tags, figures
 
 
-def effective_tags(tags: pl.DataFrame) -> pl.DataFrame:
-    """One tag source per question: manual annotations where they exist, else the automatic ones."""
-    manual_ids = tags.filter(pl.col("source").str.starts_with("manual")).select("question_id").unique()
-    manual = tags.filter(pl.col("source").str.starts_with("manual"))
-    auto = tags.filter(~pl.col("source").str.starts_with("manual")).join(manual_ids, on="question_id", how="anti")
-    return pl.concat([manual, auto])
-
-
 def profile_stage(home: DataHome) -> tuple[pl.DataFrame, dict]:
-    from .cogme.profiles import dataset_profile, frequency_accuracy_relation, model_profiles
+    from .cogme.profiles import dataset_profile, frequency_accuracy_relation, model_profiles, preferred_tags
     from .evaluation import scored_frame
 
-    tags = effective_tags(pl.read_parquet(home.lake_path("question_tags")))
+    tags = preferred_tags(pl.read_parquet(home.lake_path("question_tags")))
     questions = pl.read_parquet(home.lake_path("questions"), columns=["question_id", "subject", "split"])
     parts = [dataset_profile(questions, tags)]
     scored = scored_frame(home)

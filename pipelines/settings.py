@@ -12,7 +12,8 @@ from dataclasses import dataclass, field, replace
 
 from .home import DataHome, resolve_home
 
-DEFAULT_MODELS = ("random", "most-frequent-position", "longest-option")
+# The floor baselines, and the embedding baseline where its extra is installed (skipped otherwise).
+DEFAULT_MODELS = ("random", "most-frequent-position", "longest-option", "embedding?threads=1")
 
 
 def _env_list(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
@@ -44,7 +45,7 @@ class BuildSettings:
     # evaluation
     models: tuple[str, ...] = DEFAULT_MODELS
     eval_splits: tuple[str, ...] = ("test",)
-    bootstrap: int = 1000
+    bootstrap: int = 0  # 0: cluster-robust CLT intervals; N: a clustered bootstrap of N replicates
     # profiles
     taxonomy: str = "stem"
     manual_tags: str = ""  # a CSV of manual CogME annotations, optional

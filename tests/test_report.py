@@ -126,7 +126,7 @@ def chromium() -> str:
         found = shutil.which(name)
         if found:
             return found
-    pytest.skip("Debian's chromium package is not installed")
+    pytest.fail("Debian's chromium package is not installed; `make test` installs it")
 
 
 def screenshot(html_path: Path, tmp_path: Path, name: str) -> np.ndarray:
