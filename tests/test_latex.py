@@ -1,0 +1,291 @@
+"""The offline Unicode/plain-text math to Mathpix-style LaTeX converter."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipelines.latex import (
+    GREEK, OPERATORS, SUBSCRIPTS, SUPERSCRIPTS, VULGAR_FRACTIONS, LatexConverter,
+    LatexValidationError, convert_line, convert_text, invalid_formulas, latex_to_text, validate_formula,
+)
+
+# input -> expected output; formulas in \( \), everything else byte-identical
+CASES = [
+    # arithmetic with Unicode operators
+    ("3 × 4 = 12", r"\( 3 \times 4=12 \)"),
+    ("3 × 4 = ?", r"\( 3 \times 4 \) = ?"),
+    ("What is 3 × 4?", r"What is \( 3 \times 4 \)?"),
+    ("8 ÷ 2", r"\( 8 \div 2 \)"),
+    ("5 − 3", r"\( 5-3 \)"),
+    ("2 · 3 = 6", r"\( 2 \cdot 3=6 \)"),
+    ("x ± 2", r"\( x \pm 2 \)"),
+    ("7 ≠ 8", r"\( 7 \neq 8 \)"),
+    ("π ≈ 3.14", r"\( \pi \approx 3.14 \)"),
+    ("x ≤ 5", r"\( x \leq 5 \)"),
+    ("y ≥ −2", r"\( y \geq -2 \)"),
+    ("Is 7 > 5?", r"Is \( 7>5 \)?"),
+    ("Is 0.5 < 0.75?", r"Is \( 0.5<0.75 \)?"),
+    ("10 ÷ (5 − 3) = 5", r"\( 10 \div (5-3)=5 \)"),
+    ("(2 + 3) × 4", r"\( (2+3) \times 4 \)"),
+    ("6.02 × 10²³", r"\( 6.02 \times 10^{23} \)"),
+    # plain ASCII expressions
+    ("2 + 3", r"\( 2+3 \)"),
+    ("4 - 1 = 3", r"\( 4-1=3 \)"),
+    ("x = 5", r"\( x=5 \)"),
+    ("2x + 3 = 7", r"\( 2 x+3=7 \)"),
+    ("f(x) = 2x + 1", r"\( f(x)=2 x+1 \)"),
+    ("y = mx + b", r"\( y=m x+b \)"),
+    ("x^2 + 2x + 1", r"\( x^{2}+2 x+1 \)"),
+    ("2^(n+1)", r"\( 2^{n+1} \)"),
+    ("x + y = 10 and x - y = 2", r"\( x+y=10 \) and \( x-y=2 \)"),
+    ("1,000 + 2,000 = 3,000", r"\( 1,000+2,000=3,000 \)"),
+    # superscripts, subscripts, chemistry
+    ("a² + b² = c²", r"\( a^{2}+b^{2}=c^{2} \)"),
+    ("10³", r"\( 10^{3} \)"),
+    ("x⁻¹", r"\( x^{-1} \)"),
+    ("x₁ + x₂", r"\( x_{1}+x_{2} \)"),
+    ("Water (H₂O) is a liquid.", r"Water (\( \mathrm{H}_{2} \mathrm{O} \)) is a liquid."),
+    ("2H₂O", r"\( 2 \mathrm{H}_{2} \mathrm{O} \)"),
+    ("CO₂ and C₆H₁₂O₆", r"\( \mathrm{CO}_{2} \) and \( \mathrm{C}_{6} \mathrm{H}_{12} \mathrm{O}_{6} \)"),
+    ("V₁ = 3", r"\( V_{1}=3 \)"),
+    # fractions and roots
+    ("½ + ¼ = ¾", r"\( \frac{1}{2}+\frac{1}{4}=\frac{3}{4} \)"),
+    ("She ate ⅓ of the pie.", r"She ate \( \frac{1}{3} \) of the pie."),
+    ("3/4 + 1/4 = 1", r"\( \frac{3}{4}+\frac{1}{4}=1 \)"),
+    ("Which is greater, 3/4 or 2/3?", r"Which is greater, \( \frac{3}{4} \) or \( \frac{2}{3} \)?"),
+    ("(x+1)/2", r"\( \frac{x+1}{2} \)"),
+    ("2 1/2 cups", r"\( 2 \frac{1}{2} \) cups"),
+    ("1½ cups", r"\( 1 \frac{1}{2} \) cups"),
+    ("√16 = 4", r"\( \sqrt{16}=4 \)"),
+    ("√(x+1)", r"\( \sqrt{x+1} \)"),
+    ("√x", r"\( \sqrt{x} \)"),
+    ("∛8 = 2", r"\( \sqrt[3]{8}=2 \)"),
+    ("T = 2π√(L/g)", r"\( T=2 \pi \sqrt{\frac{L}{g}} \)"),
+    # degrees, percent, Greek, geometry, infinity
+    ("45°", r"\( 45^{\circ} \)"),
+    ("It is 20 °C outside.", r"It is \( 20^{\circ} \mathrm{C} \) outside."),
+    ("Water boils at 212°F.", r"Water boils at \( 212^{\circ} \mathrm{F} \)."),
+    ("−5°C", r"\( -5^{\circ} \mathrm{C} \)"),
+    ("What is 25% of 80?", r"What is \( 25 \% \) of 80?"),
+    ("π r²", r"\( \pi r^{2} \)"),
+    ("2πr", r"\( 2 \pi r \)"),
+    ("θ = 30°", r"\( \theta=30^{\circ} \)"),
+    ("Δx = 5", r"\( \Delta x=5 \)"),
+    ("What is the measure of ∠ABC?", r"What is the measure of \( \angle A B C \)?"),
+    ("In △ABC, what is ∠C?", r"In \( \triangle A B C \), what is \( \angle C \)?"),
+    ("△ABC ≅ △DEF", r"\( \triangle A B C \cong \triangle D E F \)"),
+    ("x → ∞", r"\( x \rightarrow \infty \)"),
+    ("sin x + cos x", r"\( \sin x+\cos x \)"),
+    # sequences, negatives, ratios, points, units
+    ("2, 4, 6, 8, ...", r"\( 2,4,6,8, \ldots \)"),
+    ("What comes next: 1, 3, 5, …?", r"What comes next: \( 1,3,5, \ldots \)?"),
+    ("1 + 2 + … + 10", r"\( 1+2+\ldots+10 \)"),
+    ("The answer is −2.", r"The answer is \( -2 \)."),
+    ("The temperature is -5 degrees.", r"The temperature is \( -5 \) degrees."),
+    ("the ratio 3:4", r"the ratio \( 3:4 \)"),
+    ("a ratio of 1 : 2", r"a ratio of \( 1:2 \)"),
+    ("Plot (2, −1).", r"Plot \( (2,-1) \)."),
+    ("12 cm²", r"\( 12 \mathrm{~cm}^{2} \)"),
+    ("5 cm + 3 cm = 8 cm", r"\( 5 \mathrm{~cm}+3 \mathrm{~cm}=8 \mathrm{~cm} \)"),
+    ("9 − 3 = □", r"\( 9-3=\square \)"),
+    # prose that must not change
+    ("There are 5 apples.", "There are 5 apples."),
+    ("5 apples", "5 apples"),
+    ("It happened on 3/4/2020.", "It happened on 3/4/2020."),
+    ("Due 2020-03-04", "Due 2020-03-04"),
+    ("and/or", "and/or"),
+    ("Write a 3-page report.", "Write a 3-page report."),
+    ("Skills for grade-3 students", "Skills for grade-3 students"),
+    ("See https://example.com/a/b?x=1+2&y=3 for more.", "See https://example.com/a/b?x=1+2&y=3 for more."),
+    ("Meet at 3:45 p.m. today.", "Meet at 3:45 p.m. today."),
+    ("School starts at 10:30.", "School starts at 10:30."),
+    ("Born in 2020", "Born in 2020"),
+    ("She came 1st in the race.", "She came 1st in the race."),
+    ("Use a tool, e.g. a ruler.", "Use a tool, e.g. a ruler."),
+    ("A/B testing", "A/B testing"),
+    ("Find the x-axis.", "Find the x-axis."),
+    ("Read pages 5-7.", "Read pages 5-7."),
+    ("Step 1: 5 apples", "Step 1: 5 apples"),
+    ("Call 555-1234", "Call 555-1234"),
+    ("Choose A, B, or C.", "Choose A, B, or C."),
+    ("Is x a variable?", "Is x a variable?"),
+    ("I have a dog.", "I have a dog."),
+    ("It weighs 3.5 kg.", "It weighs 3.5 kg."),
+    ("Figure 3(a) shows it.", "Figure 3(a) shows it."),
+    ("C++ and C# are languages; A+ is a grade.", "C++ and C# are languages; A+ is a grade."),
+    ("Question 5 of 10", "Question 5 of 10"),
+    ("Wait... what?", "Wait... what?"),
+    ("□ Yes □ No", "□ Yes □ No"),
+    ("Ελληνικά: γλώσσα", "Ελληνικά: γλώσσα"),
+    ("X-RAY AND T-SHIRT", "X-RAY AND T-SHIRT"),
+    # already converted text is left alone
+    (r"\( 3 \times 4 \) is 12", r"\( 3 \times 4 \) is 12"),
+    (r"Is \( x^{2} \) a square? 2 + 2", r"Is \( x^{2} \) a square? \( 2+2 \)"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_conversion_table(text, expected):
+    result = convert_text(text)
+    assert result.text == expected
+    assert result.error is None
+    assert result.changed == (expected != text)
+    assert convert_line(text) == expected
+
+
+def test_table_is_large_enough():
+    assert len(CASES) >= 60
+    assert sum(1 for text, expected in CASES if text == expected) >= 20
+
+
+def test_formulas_list_original_spans_and_latex_in_order():
+    result = convert_text("If 3 × 4 = 12, is ½ < ¾ and x² ≥ 0?")
+    assert result.formulas == [
+        ("3 × 4 = 12", r"3 \times 4=12"),
+        ("½ < ¾", r"\frac{1}{2}<\frac{3}{4}"),
+        ("x² ≥ 0", r"x^{2} \geq 0"),
+    ]
+    assert result.text == r"If \( 3 \times 4=12 \), is \( \frac{1}{2}<\frac{3}{4} \) and \( x^{2} \geq 0 \)?"
+
+
+def test_superscripts_survive_unlike_nfkc():
+    # NFKC would have turned x² into x2 before conversion
+    assert convert_text("x² + 1").formulas == [("x² + 1", "x^{2}+1")]
+
+
+def test_prose_around_formulas_is_byte_identical():
+    text = "Zoë\u00a0has  3 × 4 =\u00a012 stickers.\nLéa: ½."
+    result = convert_text(text)
+    assert result.text == "Zoë\u00a0has  \\( 3 \\times 4=12 \\) stickers.\nLéa: \\( \\frac{1}{2} \\)."
+
+
+class _BrokenRenderer(LatexConverter):
+    """Corrupts the LaTeX of one formula, as a buggy rule would."""
+
+    def render(self, original, latex):
+        return latex.replace(r"\times", r"\timez").replace(r"\frac{1}{2}", r"\frac{1}{3}")
+
+
+def test_failed_validation_keeps_original_text_and_reports_one_line():
+    result = _BrokenRenderer().convert("Compute 3 × 4 and add ½, then 2 + 2.")
+    assert result.text == r"Compute 3 × 4 and add ½, then \( 2+2 \)."
+    assert result.formulas == [("2 + 2", "2+2")]
+    assert result.changed
+    assert result.error is not None and "\n" not in result.error
+    assert "'3 × 4'" in result.error and r"\timez" in result.error
+    assert "'½'" in result.error and "round trip" in result.error
+
+
+@pytest.mark.parametrize(
+    ("original", "latex", "reason"),
+    [
+        ("x² + 1", "x^{2+1", "pylatexenc"),
+        ("3 × 4", r"3 \timez 4", "unknown command"),
+        ("3 × 4", "3+4", "round trip"),
+        ("12", "21", "round trip"),
+        ("√16", r"\sqrt{}16", "empty argument"),
+        ("½", r"\frac{1}{}2", "empty argument"),
+        ("x", r"\frac{x}", "pylatexenc"),
+    ],
+)
+def test_validate_formula_rejects(original, latex, reason):
+    with pytest.raises(LatexValidationError, match=reason) as info:
+        validate_formula(original, latex)
+    assert "\n" not in str(info.value)
+
+
+def test_validate_formula_accepts_equivalent_unicode():
+    validate_formula("x⁻¹ − ½ ≤ 45°", r"x^{-1}-\frac{1}{2} \leq 45^{\circ}")
+    validate_formula("2 ... 3", r"2 \ldots 3")
+    assert latex_to_text(r"\( \angle A B C=\sqrt[3]{8} \)").replace(" ", "") == "∠ABC=∛8"
+
+
+def test_invalid_formulas_checks_converted_and_imported_text():
+    converted = convert_text("If 3 × 4 = 12, is ½ < ¾ and x² ≥ 0?").text
+    assert invalid_formulas(converted) == []
+    mathpix = r"\( \frac{2 p-2}{p} \div \frac{4 p-4}{9 p^{2}} \) and \[ \left( x \right) \]"
+    assert invalid_formulas(mathpix) == []
+    problems = invalid_formulas(r"a \( \frac{1}{2 \) b \( x")
+    assert [formula for formula, _ in problems] == [r"\( \frac{1}{2 \)", r"\("]
+    assert all("\n" not in reason for _, reason in problems)
+
+
+def test_pathological_input_neither_raises_nor_hangs():
+    deep = "(" * 3000 + "1+2" + ")" * 3000
+    # nesting beyond the parser's depth stays text; the innermost expression is still found
+    assert convert_text(deep).text == "(" * 3000 + r"\( 1+2 \)" + ")" * 3000
+    chained = convert_text("1/" * 3000 + "2")
+    assert not chained.changed and "too deeply nested" in chained.error
+    long_sum = "1+" * 5000 + "1"
+    assert convert_text(long_sum).formulas == [(long_sum, long_sum)]
+    assert not convert_text("a" * 20000 + "@").changed
+
+
+def test_rejects_non_text():
+    with pytest.raises(LatexValidationError):
+        convert_text(b"3 + 4")  # type: ignore[arg-type]
+
+
+def test_idempotent_on_table():
+    for text, _ in CASES:
+        once = convert_text(text).text
+        assert convert_text(once).text == once
+
+
+# ---- properties --------------------------------------------------------------------------
+
+_MATH_CHARS = (
+    set("0123456789+-*/=<>^:%°√∛∜∠△∆∞□′″…·⋅") | set(OPERATORS) | set(SUPERSCRIPTS) | set(SUBSCRIPTS)
+    | set(VULGAR_FRACTIONS) | set(GREEK) | {"℃", "℉", "\u2212"}
+)
+_NO_MATH_TEXT = st.text(
+    alphabet=st.characters(
+        categories=("Lu", "Ll", "Lm", "Lo", "Zs", "Po", "Ps", "Pe", "Pi", "Pf", "Pd", "Cc"),
+        exclude_characters="".join(c for c in _MATH_CHARS if len(c) == 1),
+    ),
+    max_size=80,
+)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.text(max_size=120))
+def test_never_raises_on_any_text(text):
+    result = convert_text(text)
+    assert isinstance(result.text, str)
+    assert result.error is None or "\n" not in result.error
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(_NO_MATH_TEXT)
+def test_text_without_math_comes_back_unchanged(text):
+    result = convert_text(text)
+    assert result.text == text and not result.changed and result.formulas == []
+
+
+_MATHY = st.lists(
+    st.sampled_from(
+        list("0123456789 +-−×÷·=<>≤≥≠≈±/^:%°√∛∠△∞²³⁻¹₁₂½¾πθ()[],.?…xyabABCHOcm")
+        + ["sin ", "...", "3:45", " and ", r"\( x \)", "H₂O", "12 cm²", "\n", "3/4/2020", "apples"]
+    ),
+    max_size=25,
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(_MATHY)
+def test_idempotent_and_prose_preserving(text):
+    result = convert_text(text)
+    assert convert_text(result.text).text == result.text
+    rebuilt = result.text
+    for span, latex in result.formulas:
+        wrapped = "\\( " + latex + " \\)"
+        assert wrapped in rebuilt
+        rebuilt = rebuilt.replace(wrapped, span, 1)
+    assert rebuilt == text
+    for span, latex in result.formulas:
+        validate_formula(span, latex)
+        assert re.search(r"\s", span[:1] + span[-1:]) is None
