@@ -11,9 +11,7 @@ def frame_metadata(frame: pl.DataFrame, preview_rows: int = 5) -> dict:
     schema = dg.TableSchema(
         columns=[dg.TableColumn(name, str(dtype)) for name, dtype in frame.schema.items()]
     )
-    preview = frame.head(preview_rows).with_columns(
-        [pl.col(c).cast(pl.String) for c, t in frame.schema.items() if not t.is_numeric()]
-    )
+    preview = frame.head(preview_rows)
     return {
         "dagster/row_count": frame.height,
         "dagster/column_schema": schema,

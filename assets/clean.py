@@ -108,9 +108,9 @@ def kept_questions_are_valid(stemforge: StemforgeSettings) -> dg.AssetCheckResul
 
 @dg.asset_check(asset=latex_questions, description="Every LaTeX span in the output parses.")
 def latex_is_valid(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
-    from pipelines.latex import invalid_spans
+    from pipelines.latex import invalid_formulas
 
     frame = stages.read_lake(stemforge.settings().data_home, "latex")
     texts = frame["problem"].to_list() + [c for cs in frame["choices"].drop_nulls().to_list() for c in cs]
-    bad = [t for t in texts if invalid_spans(t)]
+    bad = [t for t in texts if invalid_formulas(t)]
     return _result(not bad, f"{len(bad)} texts with invalid LaTeX", invalid=len(bad), examples=bad[:5])

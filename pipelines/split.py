@@ -4,11 +4,15 @@ Policy
 ------
 * The unit of assignment is the duplicate group, so a question and its near duplicates can
   never land in different splits.
-* Within each (subject, skill), groups are ordered by a seeded hash of the group id and
-  dealt to the split whose quota is furthest from met; quotas come from the ratios
-  (default 60/20/20) by largest remainder (ties: train, valid, test). A skill with one group
-  therefore has it in train, two groups give train+valid, and from four groups on every
-  split has at least one. This is the small-skill policy.
+* Within each (subject, skill) of at least ``SMALL_SKILL`` groups, groups are ordered by a
+  seeded hash of the group id and dealt to the split whose quota is furthest from met;
+  quotas come from the ratios (default 60/20/20) by largest remainder (ties: train, valid,
+  test), so such a skill's proportions are exact.
+* Small-skill policy: a skill with fewer than ``SMALL_SKILL`` groups cannot be split
+  60/20/20 (with 3 questions, exact quotas would give it no test question, and every tiny
+  skill would do the same, starving the test split). Its groups are instead assigned one by
+  one from the seeded hash as a uniform draw against the ratios, so the proportions hold
+  in aggregate over the many small skills, and each tiny skill's questions land in any split.
 * A split ledger (``split_ledger``: group, split) is kept across builds. A group seen before
   keeps its split forever; only new groups are dealt, against the quotas of the grown
   skill. Adding questions therefore never moves an existing one.
@@ -24,6 +28,7 @@ from dataclasses import dataclass
 import polars as pl
 
 SPLITS = ("train", "valid", "test")
+SMALL_SKILL = 5
 LEDGER_SCHEMA = {"duplicate_group": pl.String, "split": pl.String}
 
 
@@ -55,6 +60,16 @@ def quotas(n: int, ratios: tuple[float, float, float]) -> list[int]:
 
 def group_order_key(group: str, seed: int) -> bytes:
     return hashlib.sha256(f"split:{seed}:{group}".encode()).digest()
+
+
+def split_by_draw(group: str, seed: int, ratios: tuple[float, float, float]) -> str:
+    """A split drawn uniformly against the ratios from the group's seeded hash."""
+    u = int.from_bytes(group_order_key(group, seed)[:8], "big") / 2**64
+    if u < ratios[0]:
+        return SPLITS[0]
+    if u < ratios[0] + ratios[1]:
+        return SPLITS[1]
+    return SPLITS[2]
 
 
 def assign_splits(
@@ -98,6 +113,10 @@ def assign_splits(
                 assignment[group] = split
                 counts[SPLITS.index(split)] += 1
         if not new_groups:
+            continue
+        if sum(counts) + len(new_groups) < SMALL_SKILL:
+            for group in new_groups:
+                assignment[group] = split_by_draw(group, config.seed, ratios)
             continue
         target = quotas(sum(counts) + len(new_groups), ratios)
         for group in sorted(new_groups, key=lambda g: group_order_key(g, config.seed)):

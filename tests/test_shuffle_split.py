@@ -79,6 +79,13 @@ def split_input(groups: list[str], skill: str = "s") -> pl.DataFrame:
     return pl.DataFrame({"duplicate_group": groups, "subject": ["math"] * len(groups), "skill": [skill] * len(groups)})
 
 
+def test_small_skills_draw_splits_that_hold_in_aggregate():
+    frame = pl.concat([split_input([f"s{i}-{j}" for j in range(i % 4 + 1)], f"skill{i}") for i in range(1000)])
+    out, _ = assign_splits(frame, None)
+    shares = {s: n / out.height for s, n in out.group_by("split").len().iter_rows()}
+    assert abs(shares["train"] - 0.6) < 0.03 and abs(shares["valid"] - 0.2) < 0.03 and abs(shares["test"] - 0.2) < 0.03
+
+
 def test_split_proportions_per_skill_are_exact():
     frame = pl.concat([split_input([f"a{i}" for i in range(100)], "a"), split_input([f"b{i}" for i in range(10)], "b")])
     out, ledger = assign_splits(frame, None, SplitConfig(seed=1))
