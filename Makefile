@@ -32,7 +32,7 @@ demo: $(VENV)/.installed
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 
 test: $(VENV)/.installed-test /usr/bin/chromium
-	$(BIN)/python -m pytest -n 2 --timeout=600 -q
+	$(BIN)/python -m pytest -n 2 --dist loadfile --timeout=600 -q
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python bench/run_all.py

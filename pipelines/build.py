@@ -57,6 +57,7 @@ def run_build(settings: BuildSettings, selection: str | None = None, progress: b
         instance=instance,
         resources={"stemforge": StemforgeSettings.from_settings(settings, progress=progress)},
         selection=_selection(selection),
+        run_config={"loggers": {"console": {"config": {"log_level": "INFO" if progress else "WARNING"}}}},
         raise_on_error=False,
         tags={"stemforge/command": "build"},
     )

@@ -124,7 +124,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     settings = BuildSettings(home=str(home.root))
     outcome = run_build(
         settings,
-        selection="evaluation_metrics cogme_profiles report warehouse",
+        selection="key:evaluation_metrics or key:cogme_profiles or key:report",
         progress=False,
     )
     print(f"imported {figures['rows']} predictions for model {args.model}")

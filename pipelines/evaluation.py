@@ -199,8 +199,12 @@ def import_predictions_file(home: DataHome, path: Path, model: str) -> dict:
 
     if not path.is_file():
         raise FileNotFoundError(f"no such predictions file: {path}")
+    from .export import export_order
+
     questions = load_questions(home)
-    imported = import_predictions(path, model, questions)
+    # preds.txt lines follow the exported test split's row order
+    ordered = export_order(questions).rename({"export_position": "order"})
+    imported = import_predictions(path, model, ordered, order_by="order")
     frame = imported.join(
         questions.select("question_id", "split", "answer_idx"), on="question_id", how="left"
     ).select(

@@ -130,9 +130,11 @@ def _web_question(spec, key, parsed, store, images, failed_urls) -> Iterator[Rec
         yield QuarantineEntry(spec.text, key, "parse", str(exc))
         return
     extra = {"layout": parsed.layout}
-    alts = getattr(parsed, "image_alts", None) or getattr(parsed, "alt_texts", None)
-    if alts:
-        extra["image_alts"] = alts
+    if parsed.problem_image_alt is not None or parsed.choice_image_alts:
+        extra["image_alts"] = {
+            "problem": parsed.problem_image_alt,
+            "choices": list(parsed.choice_image_alts) if parsed.choice_image_alts else None,
+        }
     yield RawQuestion(
         source=spec.text,
         source_key=key,
