@@ -1,0 +1,230 @@
+"""The crawler's raw store: response bodies addressed by sha256, plus a SQLite index.
+
+Layout under ``store_dir``::
+
+    bodies/ab/<sha256>     one file per distinct body (written to a temp name, then renamed)
+    index.sqlite           WAL-mode SQLite: the ``urls`` table (one row per canonical URL,
+                           its last fetch result and its frontier state) and ``meta``
+
+A URL's ``state`` is one of ``pending`` (known, never finished), ``stored``, ``failed``
+(with ``reason``), ``skipped_robots`` or ``gone`` (stored once, 404/410 on a later pass).
+A row keeps its last good body (``sha256``) while a later pass revalidates it, so readers
+always see a complete previous version.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import sqlite3
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+INDEX_NAME = "index.sqlite"
+BODIES_DIR = "bodies"
+LOCK_NAME = "crawl.lock"
+STATES = ("pending", "stored", "failed", "skipped_robots", "gone")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS urls (
+    id INTEGER PRIMARY KEY,
+    url TEXT NOT NULL UNIQUE,
+    state TEXT NOT NULL DEFAULT 'pending',
+    visited_pass INTEGER NOT NULL DEFAULT 0,
+    discovered_pass INTEGER NOT NULL,
+    status INTEGER,
+    content_type TEXT,
+    sha256 TEXT,
+    size INTEGER,
+    etag TEXT,
+    last_modified TEXT,
+    sitemap_lastmod TEXT,
+    final_url TEXT,
+    reason TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    fetched_at REAL
+);
+CREATE INDEX IF NOT EXISTS urls_state ON urls(state);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+class RawStoreError(ValueError):
+    """A raw store that cannot be opened or used; the message is one line."""
+
+
+@dataclass(frozen=True)
+class UrlRecord:
+    url: str
+    state: str
+    status: int | None
+    content_type: str | None
+    sha256: str | None
+    size: int | None
+    etag: str | None
+    last_modified: str | None
+    sitemap_lastmod: str | None
+    final_url: str | None
+    reason: str | None
+    attempts: int
+    visited_pass: int
+    fetched_at: float | None
+
+
+_RECORD_COLUMNS = ", ".join(UrlRecord.__dataclass_fields__)
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA busy_timeout=30000")
+    return conn
+
+
+class RawStore:
+    """Read API over a raw store (the parse stage's input) and the body writer."""
+
+    def __init__(self, store_dir: Path | str, create: bool = False):
+        self.root = Path(store_dir)
+        self.index_path = self.root / INDEX_NAME
+        self.bodies = self.root / BODIES_DIR
+        if not self.index_path.exists():
+            if not create:
+                raise RawStoreError(f"no raw store at {self.root} (missing {INDEX_NAME})")
+            self.bodies.mkdir(parents=True, exist_ok=True)
+        try:
+            self.conn = connect(self.index_path)
+            if create:
+                self.conn.executescript(_SCHEMA)
+            self.conn.execute("SELECT 1 FROM urls LIMIT 1").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise RawStoreError(f"raw store index {self.index_path} is unreadable: {exc}") from None
+        self._tmp_counter = 0
+        self._made_dirs: set[str] = set()
+        self._tmp_lock = threading.Lock()
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "RawStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # bodies -----------------------------------------------------------------------------
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the store's crawl lock (one crawl per store); stale temp files of a killed
+        crawl are removed once it is held."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / LOCK_NAME, "a+b") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise RawStoreError(f"another crawl is writing to {self.root}") from None
+            for stale in self.bodies.glob("*/.*.tmp"):
+                stale.unlink(missing_ok=True)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def body_path(self, sha256: str) -> Path:
+        return self.bodies / sha256[:2] / sha256
+
+    def put_body(self, body: bytes) -> str:
+        """Store ``body`` (idempotent, atomic, thread-safe); returns its sha256 hex."""
+        sha = hashlib.sha256(body).hexdigest()
+        path = self.body_path(sha)
+        if path.exists():
+            return sha
+        if sha[:2] not in self._made_dirs:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._made_dirs.add(sha[:2])
+        with self._tmp_lock:
+            self._tmp_counter += 1
+            tmp = path.parent / f".{sha}.{os.getpid()}.{threading.get_ident()}.{self._tmp_counter}.tmp"
+        try:
+            with open(tmp, "wb") as handle:
+                handle.write(body)
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return sha
+
+    def read_body(self, sha256: str) -> bytes | None:
+        try:
+            return self.body_path(sha256).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    # read API -----------------------------------------------------------------------------
+    def _rows(self, sql: str, params: tuple = ()) -> list[tuple]:
+        return self.conn.execute(sql, params).fetchall()
+
+    def iter_pages(self, content_type_prefix: str = "text/html") -> Iterator[tuple[str, bytes]]:
+        """(canonical URL, body) of every stored URL whose content type starts with the
+        prefix, in URL order. A body missing from disk raises RawStoreError."""
+        rows = self.conn.execute(
+            "SELECT url, sha256 FROM urls WHERE state = 'stored' AND sha256 IS NOT NULL "
+            "AND lower(substr(content_type, 1, ?)) = lower(?) ORDER BY url",
+            (len(content_type_prefix), content_type_prefix),
+        )
+        for url, sha in rows:
+            body = self.read_body(sha)
+            if body is None:
+                raise RawStoreError(f"raw store body {sha} for {url} is missing")
+            yield url, body
+
+    def get_body(self, url: str) -> bytes | None:
+        """The last good body of ``url`` (also for failed/gone URLs that had one)."""
+        row = self.conn.execute("SELECT sha256 FROM urls WHERE url = ?", (url,)).fetchone()
+        if row is None or row[0] is None:
+            return None
+        return self.read_body(row[0])
+
+    def record(self, url: str) -> UrlRecord | None:
+        row = self.conn.execute(f"SELECT {_RECORD_COLUMNS} FROM urls WHERE url = ?", (url,)).fetchone()
+        return UrlRecord(*row) if row else None
+
+    def records(self) -> list[UrlRecord]:
+        return [UrlRecord(*row) for row in self._rows(f"SELECT {_RECORD_COLUMNS} FROM urls ORDER BY url")]
+
+    def failures(self) -> list[tuple[str, str]]:
+        """(URL, reason) of every URL whose last attempt failed, in URL order."""
+        return [tuple(r) for r in self._rows("SELECT url, reason FROM urls WHERE state = 'failed' ORDER BY url")]
+
+    def skipped(self) -> list[tuple[str, str]]:
+        return [tuple(r) for r in self._rows("SELECT url, reason FROM urls WHERE state = 'skipped_robots' ORDER BY url")]
+
+    def gone(self) -> list[str]:
+        return [r[0] for r in self._rows("SELECT url FROM urls WHERE state = 'gone' ORDER BY url")]
+
+    def url_states(self) -> dict[str, str]:
+        return dict(self._rows("SELECT url, state FROM urls ORDER BY url"))
+
+    def sitemap_lastmods(self) -> dict[str, str]:
+        return dict(self._rows("SELECT url, sitemap_lastmod FROM urls WHERE sitemap_lastmod IS NOT NULL ORDER BY url"))
+
+    def digest(self) -> str:
+        """sha256 over (URL, state, body hash) of every URL: equal digests, equal contents."""
+        hasher = hashlib.sha256()
+        for url, state, sha in self._rows("SELECT url, state, sha256 FROM urls ORDER BY url"):
+            hasher.update(f"{url}\t{state}\t{sha or ''}\n".encode())
+        return hasher.hexdigest()
+
+    def meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def pass_info(self) -> tuple[int, bool]:
+        """(current pass number, whether it completed); (0, True) for a new store."""
+        number = int(self.meta("pass") or 0)
+        return number, (self.meta("pass_complete") or "1") == "1"
