@@ -1,8 +1,8 @@
 """Metadata helpers shared by the asset modules: row counts, schemas and previews."""
+from __future__ import annotations
 
 
 import dagster as dg
-import polars as pl
 
 OWNERS = ["team:stemforge"]
 

@@ -1,10 +1,7 @@
 """Group ``clean``: the multimodal filter, image index, deduplication with the per-skill cap, LaTeX."""
 
-
 import dagster as dg
-import polars as pl
 
-from pipelines import stages
 from pipelines.resources import StemforgeSettings
 
 from ._meta import OWNERS, frame_metadata, json_metadata
@@ -20,6 +17,8 @@ from .ingest import raw_questions
     description="Questions with at least one image (the paper's filter); text-only ones are quarantined.",
 )
 def multimodal_questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
+    from pipelines import stages
+
     home = stemforge.settings().data_home
     figures = stages.filter_stage(home)
     return dg.MaterializeResult(metadata={**json_metadata(figures), "dagster/row_count": figures["kept"]})
@@ -34,6 +33,8 @@ def multimodal_questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     description="Every referenced image: format, size and 64-bit perceptual hash (the `images` view).",
 )
 def image_index(stemforge: StemforgeSettings) -> dg.MaterializeResult:
+    from pipelines import stages
+
     home = stemforge.settings().data_home
     figures = stages.image_index_stage(home)
     frame = stages.read_lake(home, "images")
@@ -53,6 +54,8 @@ def image_index(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     ),
 )
 def deduplicated_questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
+    from pipelines import stages
+
     settings = stemforge.settings()
     figures = stages.dedup_stage(settings.data_home, settings)
     frame = stages.read_lake(settings.data_home, "deduplicated")
@@ -71,6 +74,8 @@ def deduplicated_questions(stemforge: StemforgeSettings) -> dg.MaterializeResult
     ),
 )
 def latex_questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
+    from pipelines import stages
+
     home = stemforge.settings().data_home
     figures = stages.latex_stage(home)
     frame = stages.read_lake(home, "latex")
@@ -85,6 +90,8 @@ def _result(ok: bool, description: str, **metadata) -> dg.AssetCheckResult:
 
 @dg.asset_check(asset=deduplicated_questions, blocking=True, description="No question identity is kept twice.")
 def no_identity_twice(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
+    from pipelines import stages
+
     frame = stages.read_lake(stemforge.settings().data_home, "deduplicated")
     repeated = frame.height - frame["question_id"].n_unique()
     return _result(repeated == 0, f"{repeated} repeated question ids", repeated=repeated)
@@ -96,6 +103,9 @@ def no_identity_twice(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
     description="Every kept question has an image, 2-5 options and an answer in range.",
 )
 def kept_questions_are_valid(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
+    from pipelines import stages
+    import polars as pl
+
     frame = stages.read_lake(stemforge.settings().data_home, "deduplicated").with_columns(
         pl.coalesce(pl.col("choices").list.len(), pl.col("choice_images").list.len()).alias("_k")
     )
@@ -108,6 +118,8 @@ def kept_questions_are_valid(stemforge: StemforgeSettings) -> dg.AssetCheckResul
 
 @dg.asset_check(asset=latex_questions, description="Every LaTeX span in the output parses.")
 def latex_is_valid(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
+    from pipelines import stages
+
     from pipelines.latex import invalid_formulas
 
     frame = stages.read_lake(stemforge.settings().data_home, "latex")

@@ -1,12 +1,8 @@
 """Group ``dataset``: shuffled options, stable splits, the warehouse, the STEM export, Table 1."""
 
-
 import dagster as dg
-import polars as pl
 
-from pipelines import stages
 from pipelines.resources import StemforgeSettings
-from pipelines.warehouse import publish_warehouse
 
 from ._meta import OWNERS, frame_metadata, json_metadata
 from .clean import _result, latex_questions
@@ -22,6 +18,8 @@ from .ingest import raw_questions
     description="Each question's options permuted by a seeded hash of its id; the answer index remapped and the permutation kept.",
 )
 def shuffled_questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
+    from pipelines import stages
+
     settings = stemforge.settings()
     figures = stages.shuffle_stage(settings.data_home, settings)
     return dg.MaterializeResult(metadata={**json_metadata(figures), "dagster/row_count": figures["questions"]})
@@ -40,6 +38,8 @@ def shuffled_questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     ),
 )
 def questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
+    from pipelines import stages
+
     settings = stemforge.settings()
     figures = stages.split_stage(settings.data_home, settings)
     frame = stages.read_lake(settings.data_home, "questions")
@@ -57,6 +57,8 @@ def questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     description="Dataset statistics shaped like the paper's Table 1.",
 )
 def dataset_statistics(stemforge: StemforgeSettings) -> dg.MaterializeResult:
+    from pipelines import stages
+
     stats, markdown = stages.statistics_stage(stemforge.settings().data_home)
     return dg.MaterializeResult(
         metadata={"table_1": dg.MetadataValue.md(markdown), "dagster/row_count": stats.height}
@@ -75,6 +77,8 @@ def dataset_statistics(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     ),
 )
 def stem_export(stemforge: StemforgeSettings) -> dg.MaterializeResult:
+    from pipelines import stages
+
     settings = stemforge.settings()
     figures = stages.export_stage(settings.data_home, settings)
     return dg.MaterializeResult(metadata=json_metadata(figures))
@@ -82,6 +86,8 @@ def stem_export(stemforge: StemforgeSettings) -> dg.MaterializeResult:
 
 @dg.asset_check(asset=shuffled_questions, description="Answer positions are uniform for each number of options (chi-square, p >= 0.001).")
 def answer_position_uniform(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
+    from pipelines import stages
+
     from pipelines.shuffle import answer_position_uniformity
 
     results = answer_position_uniformity(stages.read_lake(stemforge.settings().data_home, "shuffled"))
@@ -95,6 +101,9 @@ def answer_position_uniform(stemforge: StemforgeSettings) -> dg.AssetCheckResult
 
 @dg.asset_check(asset=shuffled_questions, blocking=True, description="The answer's text or image is unchanged by the shuffle.")
 def answer_content_unchanged(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
+    from pipelines import stages
+    import polars as pl
+
     home = stemforge.settings().data_home
     before = stages.read_lake(home, "latex").select("question_id", "choices", "choice_images", "answer_idx")
     after = stages.read_lake(home, "shuffled").select("question_id", "choices", "choice_images", "answer_idx")
@@ -115,6 +124,8 @@ def answer_content_unchanged(stemforge: StemforgeSettings) -> dg.AssetCheckResul
 
 @dg.asset_check(asset=questions, blocking=True, description="No duplicate group appears in two splits.")
 def no_split_leakage(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
+    from pipelines import stages
+
     from pipelines.split import leakage
 
     leaks = leakage(stages.read_lake(stemforge.settings().data_home, "questions"))
@@ -123,6 +134,8 @@ def no_split_leakage(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
 
 @dg.asset_check(asset=questions, description="Split proportions are within 3 points of the configured ratios overall.")
 def split_proportions(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
+    from pipelines import stages
+
     settings = stemforge.settings()
     frame = stages.read_lake(settings.data_home, "questions")
     total = max(frame.height, 1)
@@ -154,6 +167,8 @@ def export_invariants(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
     ),
 )
 def warehouse(stemforge: StemforgeSettings) -> dg.MaterializeResult:
+    from pipelines.warehouse import publish_warehouse
+
     home = stemforge.settings().data_home
     result = publish_warehouse(home)
     return dg.MaterializeResult(

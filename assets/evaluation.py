@@ -1,9 +1,7 @@
 """Group ``evaluation``: models' predictions on the built dataset and every measure of them."""
 
-
 import dagster as dg
 
-from pipelines import evaluation
 from pipelines.resources import StemforgeSettings
 
 from ._meta import OWNERS, frame_metadata, json_metadata
@@ -24,6 +22,8 @@ from .dataset import questions
     ),
 )
 def model_predictions(context: dg.AssetExecutionContext, stemforge: StemforgeSettings) -> dg.MaterializeResult:
+    from pipelines import evaluation
+
     settings = stemforge.settings()
     figures = evaluation.predict_stage(settings.data_home, settings, log=context.log.info)
     return dg.MaterializeResult(metadata=json_metadata(figures))
@@ -42,6 +42,8 @@ def model_predictions(context: dg.AssetExecutionContext, stemforge: StemforgeSet
     ),
 )
 def evaluation_metrics(stemforge: StemforgeSettings) -> dg.MaterializeResult:
+    from pipelines import evaluation
+
     settings = stemforge.settings()
     metrics, figures = evaluation.metrics_stage(settings.data_home, settings)
     headline = metrics.filter(

@@ -1,14 +1,9 @@
 """Group ``ingest``: crawl the web sources, parse pages and import corpora into raw questions."""
 
-
 import dagster as dg
-import polars as pl
 
-from pipelines.images import ImageStore
-from pipelines.ingest import crawl_web_source, land_source, remove_stale_sources
 from pipelines.resources import StemforgeSettings
 from pipelines.sources.spec import parse_source_spec
-from pipelines.stages import read_raw_questions
 
 from ._meta import OWNERS, frame_metadata, json_metadata
 
@@ -25,6 +20,8 @@ from ._meta import OWNERS, frame_metadata, json_metadata
     ),
 )
 def crawled_pages(context: dg.AssetExecutionContext, stemforge: StemforgeSettings) -> dg.MaterializeResult:
+    from pipelines.ingest import crawl_web_source
+
     settings = stemforge.settings()
     reports = {}
     for text in settings.sources:
@@ -48,6 +45,11 @@ def crawled_pages(context: dg.AssetExecutionContext, stemforge: StemforgeSetting
     ),
 )
 def raw_questions(context: dg.AssetExecutionContext, stemforge: StemforgeSettings) -> dg.MaterializeResult:
+    from pipelines.images import ImageStore
+    from pipelines.ingest import land_source
+    from pipelines.ingest import remove_stale_sources
+    from pipelines.stages import read_raw_questions
+
     settings = stemforge.settings()
     home = settings.data_home
     specs = [parse_source_spec(t) for t in settings.sources]

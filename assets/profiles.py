@@ -1,9 +1,7 @@
 """Group ``profiles``: CogME tags, dataset and model profiles, and the report."""
 
-
 import dagster as dg
 
-from pipelines import profiling
 from pipelines.resources import StemforgeSettings
 
 from ._meta import OWNERS, frame_metadata, json_metadata
@@ -23,6 +21,8 @@ from .evaluation import evaluation_metrics, model_predictions
     ),
 )
 def question_tags(stemforge: StemforgeSettings) -> dg.MaterializeResult:
+    from pipelines import profiling
+
     tags, figures = profiling.tag_stage(stemforge.settings().data_home, stemforge.settings())
     return dg.MaterializeResult(metadata={**frame_metadata(tags), **json_metadata(figures)})
 
@@ -39,6 +39,8 @@ def question_tags(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     ),
 )
 def cogme_profiles(stemforge: StemforgeSettings) -> dg.MaterializeResult:
+    from pipelines import profiling
+
     profiles, figures = profiling.profile_stage(stemforge.settings().data_home)
     return dg.MaterializeResult(metadata={**frame_metadata(profiles), **json_metadata(figures)})
 
@@ -52,5 +54,7 @@ def cogme_profiles(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     description="reports/index.html: one self-contained page with the dataset statistics, evaluation plots and CogME radar plots.",
 )
 def report(stemforge: StemforgeSettings) -> dg.MaterializeResult:
+    from pipelines import profiling
+
     path = profiling.report_stage(stemforge.settings().data_home, stemforge.settings())
     return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(str(path))})
