@@ -1,0 +1,50 @@
+"""The README's examples run: its SQL blocks against a demo build, its shell examples' output."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipelines.build import run_build
+from pipelines.cli import prepare_instance
+from pipelines.home import DataHome
+from pipelines.settings import BuildSettings
+from pipelines.warehouse import run_query
+
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+SQL_BLOCKS = re.findall(r"```sql\n(.*?)```", README, re.DOTALL)
+
+
+def test_readme_starts_with_the_two_commands():
+    first_block = re.search(r"```sh\n(.*?)```", README, re.DOTALL).group(1)
+    assert first_block.splitlines()[0].startswith("make demo")
+    assert first_block.splitlines()[1].startswith("make test")
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    home = DataHome(tmp_path_factory.mktemp("readme"))
+    prepare_instance(home)
+    outcome = run_build(BuildSettings(home=str(home.root), demo_questions=200, models=("random", "longest-option")), progress=False)
+    assert outcome.success, outcome.summary
+    return home
+
+
+@pytest.mark.parametrize("block", SQL_BLOCKS, ids=[b.splitlines()[0][:50] for b in SQL_BLOCKS])
+def test_sql_examples_run(home, block):
+    result = run_query(home, block)
+    assert result.rows, block
+
+
+def test_latex_example_output_is_what_the_readme_says():
+    match = re.search(r'echo "(.*?)" \| \.venv/bin/stemforge latex\n# (.*?)\n', README)
+    out = subprocess.run([sys.executable, "-m", "pipelines.cli", "latex"], input=match.group(1) + "\n",
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == match.group(2)
+
+
+def test_documented_report_queries_exist():
+    for name in re.findall(r"sql/reports/(\w+\.sql)", README):
+        assert (Path(__file__).resolve().parent.parent / "sql" / "reports" / name).exists()
