@@ -1,0 +1,481 @@
+"""Deduplication: normalization, identity, MinHash LSH, Hamming search, perceptual hash and
+the whole dedup on hand-made frames."""
+
+from __future__ import annotations
+
+import io
+import json
+import unicodedata
+
+import numpy as np
+import polars as pl
+import pytest
+from PIL import Image, ImageDraw
+
+from pipelines.dedup import (
+    DedupConfig,
+    DedupInputError,
+    MinHasher,
+    MultiIndexHashIndex,
+    band_keys,
+    candidate_pairs,
+    deduplicate,
+    math_tokens,
+    normalize_text,
+    phash_bytes,
+    phash_files,
+    question_id_of,
+    question_identity,
+    shingle_hashes,
+)
+from pipelines.dedup.minhash import LshParams, estimated_jaccard
+from pipelines.dedup.phash import hashes_of_pixels, phash_image, phash_many
+from pipelines.records import RAW_QUESTION_SCHEMA
+
+
+# ---- normalization -------------------------------------------------------------------
+
+def test_nfc_and_nfd_forms_normalize_equal():
+    composed = "Which café is closer to the façade?"
+    decomposed = unicodedata.normalize("NFD", composed)
+    assert composed != decomposed
+    assert normalize_text(composed) == normalize_text(decomposed)
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        "How many  stars are\nthere?",
+        "How many\u00a0stars are there?",
+        "How many\u202fstars are\u3000there?",
+        "How many \u200bstars are there?\ufeff",
+        "HOW MANY STARS ARE THERE?",
+        "  How many stars are there?  ",
+        "How\u2060 many stars are there?",
+    ],
+)
+def test_white_space_zero_width_and_case_vanish(variant):
+    assert normalize_text(variant) == "how many stars are there?"
+
+
+def test_digits_operators_and_symbols_are_kept():
+    assert normalize_text("What is 3 + 4?") == "what is 3 + 4?"
+    assert normalize_text("What is 3 + 4?") != normalize_text("What is 5 × 2?")
+    assert normalize_text("Is 7 ≤ 9 − 2?") == "is 7 ≤ 9 − 2?"
+    assert normalize_text("Solve x² = 16") == "solve x² = 16"  # never NFKC: x² stays x²
+    assert normalize_text("Shade ½ of the shape.") == "shade ½ of the shape."
+    assert normalize_text("∠ABC = 45°") == "∠abc = 45°"
+    assert normalize_text("") == "" and normalize_text(None) == ""
+
+
+def test_math_tokens_keep_numbers_and_operators_apart_from_spacing():
+    assert math_tokens(normalize_text("3 + 4 = ?")) == ("3", "+", "4", "=")
+    assert math_tokens(normalize_text("3+4 =?")) == math_tokens(normalize_text("3 + 4 = ?"))
+    assert math_tokens("3 + 4") != math_tokens("3 + 5")
+    assert math_tokens("x² + 1.5") == ("²", "+", "1.5")
+    assert math_tokens("select the liquid.") == ()
+
+
+# ---- identity ------------------------------------------------------------------------
+
+def test_identity_is_order_free_and_normalized():
+    a = question_id_of("What is 3 + 4?", "img1", ["7", "8", "6"], None)
+    b = question_id_of("what is 3 +\u00a04?", "img1", ["6", "7", "8"], None)
+    assert a == b and len(a) == 16 and all(ch in "0123456789abcdef" for ch in a)
+    assert question_id_of("x", None, None, ["i1", "i2"]) == question_id_of("x", None, None, ["i2", "i1"])
+
+
+def test_identity_separates_images_options_and_numbers():
+    base = question_id_of("What is 3 + 4?", "img1", ["7", "8"], None)
+    assert base != question_id_of("What is 3 + 5?", "img1", ["7", "8"], None)
+    assert base != question_id_of("What is 3 + 4?", "img2", ["7", "8"], None)
+    assert base != question_id_of("What is 3 + 4?", "img1", ["7", "9"], None)
+    assert base != question_id_of("What is 3 + 4?", "img1", ["7", "8", "8"], None)  # a multiset
+    assert base != question_id_of("What is 3 + 4?", None, None, ["7", "8"])  # text vs image options
+    assert question_identity("A", None, ["b"], None) != question_identity("A", None, None, ["b"])
+
+
+# ---- shingles, MinHash and LSH ---------------------------------------------------------
+
+def _reference_shingles(text: str) -> set:
+    grams = {text[i : i + 3] for i in range(len(text) - 2)} if len(text) >= 3 else ({text} if text else set())
+    return {("g", g) for g in grams} | {("w", w) for w in text.split(" ") if w}
+
+
+def test_shingle_counts_cover_short_texts_and_words():
+    texts = ["ab", "", "x", "hello world", "a b"]
+    hashes, offsets = shingle_hashes(texts)
+    counts = np.diff(offsets)
+    # 3-grams (or the whole short text) plus words
+    assert counts.tolist() == [2, 0, 2, 9 + 2, 1 + 2]
+    # identical shingles hash identically across texts, distinct ones do not collide here
+    h_hello = hashes[offsets[3] : offsets[4]]
+    assert len(set(h_hello.tolist())) == 11
+
+
+def test_minhash_estimates_jaccard():
+    a = "which of these animals has fur and gives birth to live young"
+    b = "which of these animals has fur and gives birth to live babies"
+    sig = MinHasher(num_perm=512, seed=3).signatures([a, b])
+    ra, rb = _reference_shingles(a), _reference_shingles(b)
+    true_j = len(ra & rb) / len(ra | rb)
+    assert abs(float(estimated_jaccard(sig[0], sig[1])) - true_j) < 0.08
+
+
+def test_lsh_finds_near_pair_and_not_unrelated_texts():
+    texts = [
+        "which of these animals has fur and gives birth to live young?",
+        "which of these animals has fur and gives birth to live young ?",
+        "select the liquid.",
+        "how many stars are there?",
+        "what time is shown on the clock?",
+        "ab",
+    ]
+    sig = MinHasher(64, seed=1).signatures(texts)
+    pairs = candidate_pairs(band_keys(sig, LshParams(64, 8, 8))).tolist()
+    assert [0, 1] in pairs
+    assert all(p == [0, 1] for p in pairs)
+
+
+def test_signatures_are_deterministic_and_chunk_independent():
+    texts = [f"question number {i} about {i % 7} apples" for i in range(300)]
+    whole = MinHasher(64, seed=5).signatures(texts)
+    chunked = MinHasher(64, seed=5).signatures(texts, chunk=37)
+    assert np.array_equal(whole, chunked)
+
+
+# ---- Hamming search --------------------------------------------------------------------
+
+@pytest.mark.parametrize("radius,bands", [(0, 4), (3, 4), (4, 5), (6, 4), (9, 4)])
+def test_multi_index_hashing_equals_brute_force(radius, bands):
+    rng = np.random.default_rng(radius * 10 + bands)
+    base = rng.integers(0, 2**64, 2000, dtype=np.uint64, endpoint=False)
+    # plant neighbours at distances 0..12
+    near = base[:300].copy()
+    for k in range(300):
+        bits = rng.choice(64, size=k % 13, replace=False)
+        for bit in bits:
+            near[k] ^= np.uint64(1) << np.uint64(int(bit))
+    hashes = np.concatenate([base, near])
+    index = MultiIndexHashIndex(hashes, bands=bands)
+    for qi in list(range(0, 2300, 97)) + [5, 2005]:
+        brute = np.flatnonzero(np.bitwise_count(hashes ^ hashes[qi]) <= radius)
+        assert index.query(int(hashes[qi]), radius).tolist() == brute.tolist()
+    if radius <= 6:
+        d = np.bitwise_count(hashes[:, None] ^ hashes[None, :])
+        ii, jj = np.nonzero(np.triu(d <= radius, k=1))
+        assert index.pairs(radius).tolist() == np.column_stack([ii, jj]).tolist()
+
+
+# ---- perceptual hash -------------------------------------------------------------------
+
+def _drawing(seed: int, size=(240, 180)) -> Image.Image:
+    rng = np.random.default_rng(seed)
+    im = Image.new("RGB", size, (255, 255, 255))
+    d = ImageDraw.Draw(im)
+    for _ in range(6):
+        x, y = (int(v) for v in rng.integers(0, min(size) - 40, 2))
+        w, h = (int(v) for v in rng.integers(15, 60, 2))
+        d.ellipse([x, y, x + w, y + h], fill=tuple(int(v) for v in rng.integers(0, 255, 3)))
+        d.rectangle([y, x, y + h, x + w // 2], outline=(0, 0, 0), width=3)
+    return im
+
+
+def _encode(im: Image.Image, fmt: str, **kw) -> bytes:
+    buf = io.BytesIO()
+    im.save(buf, fmt, **kw)
+    return buf.getvalue()
+
+
+def _reference_phash(im: Image.Image) -> int:
+    """imagehash's phash written out with an explicit DCT-II sum (scipy's unnormalized form)."""
+    px = np.asarray(im.convert("L").resize((32, 32), Image.Resampling.LANCZOS), dtype=np.float64)
+    n = np.arange(32)
+    basis = 2 * np.cos(np.pi * n[:, None] * (2 * n[None, :] + 1) / 64)
+    low = (basis @ px @ basis.T)[:8, :8].ravel()
+    bits = low > np.median(low)
+    return int("".join("1" if b else "0" for b in bits), 2)
+
+
+def test_phash_matches_the_reference_algorithm_on_png():
+    for seed in range(6):
+        im = _drawing(seed)
+        data = _encode(im, "PNG")
+        assert phash_bytes(data) == _reference_phash(Image.open(io.BytesIO(data)))
+        assert phash_image(Image.open(io.BytesIO(data))) == _reference_phash(im)
+
+
+def test_phash_matches_imagehash_when_installed():
+    imagehash = pytest.importorskip("imagehash")
+    for seed in range(4):
+        data = _encode(_drawing(seed), "PNG")
+        assert phash_bytes(data) == int(str(imagehash.phash(Image.open(io.BytesIO(data)))), 16)
+
+
+def test_reencoded_and_resized_images_are_near_and_others_far():
+    ims = [_drawing(s) for s in range(8)]
+    png = [phash_bytes(_encode(im, "PNG")) for im in ims]
+    jpg = [phash_bytes(_encode(im, "JPEG", quality=80)) for im in ims]
+    small = [phash_bytes(_encode(im.resize((180, 135), Image.Resampling.LANCZOS), "PNG")) for im in ims]
+    for a, b, c in zip(png, jpg, small):
+        assert (a ^ b).bit_count() <= 4 and (a ^ c).bit_count() <= 4
+    for i in range(len(png)):
+        for j in range(i + 1, len(png)):
+            assert (png[i] ^ png[j]).bit_count() > 10
+
+
+def test_batched_files_equal_single_hashes(tmp_path):
+    paths, expected = [], []
+    for seed in range(10):
+        fmt, ext = ("JPEG", "jpg") if seed % 2 else ("PNG", "png")
+        data = _encode(_drawing(seed), fmt)
+        path = tmp_path / f"{seed}.{ext}"
+        path.write_bytes(data)
+        paths.append(path)
+        expected.append(phash_bytes(data))
+    got = phash_files(paths, workers=2, batch=3)
+    assert got.dtype == np.uint64 and got.tolist() == expected
+    assert phash_many([p.read_bytes() for p in paths]).tolist() == expected
+    from pipelines.dedup.phash import image_signature_bytes, image_signatures
+
+    hashes, thumbs = image_signatures(paths, workers=2, batch=4)
+    assert hashes.tolist() == expected and thumbs.shape == (10, 256) and thumbs.dtype == np.uint8
+    assert thumbs[3].tobytes() == image_signature_bytes(paths[3].read_bytes())[1]
+    assert hashes_of_pixels(np.zeros((0, 32, 32))).shape == (0,)
+
+
+def test_phash_of_bad_bytes_is_a_one_line_error(tmp_path):
+    from pipelines.dedup import PhashError
+
+    with pytest.raises(PhashError, match="cannot hash image"):
+        phash_bytes(b"not an image")
+    bad = tmp_path / "bad.png"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\nbroken")
+    with pytest.raises(PhashError, match="bad.png"):
+        phash_files([bad])
+
+
+# ---- deduplicate -------------------------------------------------------------------------
+
+def _q(key, problem, image=None, choices=None, pics=None, answer=0, source="site"):
+    return {
+        "source": source, "source_key": key, "subject": "math", "grade": "grade-3", "skill": "add",
+        "problem": problem, "problem_image": image, "choices": choices, "choice_images": pics,
+        "answer_idx": answer, "source_split": None, "extra": "{}",
+    }
+
+
+def _frame(rows):
+    return pl.DataFrame(rows, schema=pl.Schema(RAW_QUESTION_SCHEMA))
+
+
+def _flip(h: int, *bits: int) -> int:
+    for b in bits:
+        h ^= 1 << b
+    return h
+
+
+H = {
+    "star": 0x9A3C_55F0_1E2D_7B41,
+    "star_jpeg": _flip(0x9A3C_55F0_1E2D_7B41, 3, 40),
+    "moon": 0x1234_5678_9ABC_DEF0,
+    "sun": 0xF0E1_D2C3_B4A5_9687,
+    "b1": 0x0F0F_0F0F_0F0F_0F0F,
+    "b1_jpeg": _flip(0x0F0F_0F0F_0F0F_0F0F, 7),
+    "b2": 0x7777_1111_AAAA_5555,
+    "b2_jpeg": _flip(0x7777_1111_AAAA_5555, 20, 50),
+    # a chain: A ~ B (3 bits), B ~ C (3 bits), A !~ C (6 bits)
+    "ca": 0x0000_0000_0000_0000,
+    "cb": _flip(0, 1, 17, 33),
+    "cc": _flip(0, 1, 17, 33, 49, 60, 62),
+}
+
+
+def _by_key(result):
+    kept = {r["source_key"]: r for r in result.kept.iter_rows(named=True)}
+    dups = {r["source_key"]: r for r in result.duplicates.iter_rows(named=True)}
+    quarantine = {r["source_key"]: r for r in result.quarantine.iter_rows(named=True)}
+    return kept, dups, quarantine
+
+
+def test_exact_and_near_duplicates_are_removed_with_evidence():
+    rows = [
+        _q("a1", "How many stars are there?", "star", ["3", "4", "5"], answer=1),
+        _q("a2", "How many  STARS are\u00a0there?", "star", ["5", "3", "4"], answer=2),  # exact, options reordered
+        _q("a3", unicodedata.normalize("NFD", "¿Cuántas estrellas hay?"), "star", ["3", "4", "5"], answer=1),
+        _q("a4", "¿Cuántas estrellas hay?", "star", ["3", "4", "5"], answer=1),  # NFC of a3: exact
+        _q("a5", "How many stars are there?", "star_jpeg", ["3", "4", "5"], answer=1),  # re-encoded image: near
+        _q("b1", "Which shows a magnet?", None, None, ["b1", "b2"], answer=0),
+        _q("b2", "Which shows a magnet?", None, None, ["b2_jpeg", "b1_jpeg"], answer=1),  # near, image options
+    ]
+    result = deduplicate(_frame(rows), H)
+    kept, dups, quarantine = _by_key(result)
+    assert set(kept) == {"a1", "a3", "b1"}
+    assert quarantine == {}
+    a1 = kept["a1"]
+    assert a1["duplicate_group"] == a1["question_id"]
+    assert dups["a2"]["kind"] == "exact" and dups["a2"]["kept_question_id"] == a1["question_id"]
+    assert dups["a4"]["kind"] == "exact" and dups["a4"]["kept_question_id"] == kept["a3"]["question_id"]
+    near = dups["a5"]
+    assert near["kind"] == "near" and near["kept_question_id"] == a1["question_id"]
+    ev = json.loads(near["evidence"])
+    assert ev["hamming"] == 2 and ev["jaccard"] == 1.0 and ev["options"] == "equal"
+    evb = json.loads(dups["b2"]["evidence"])
+    assert dups["b2"]["kind"] == "near" and evb["options"] == "near" and evb["options_hamming"] == 2
+    assert result.kept["question_id"].to_list() == sorted(result.kept["question_id"].to_list())
+    assert result.kept.columns == [*RAW_QUESTION_SCHEMA.names, "question_id", "duplicate_group"]
+    for row in result.kept.iter_rows(named=True):
+        assert row["question_id"] == question_id_of(
+            row["problem"], row["problem_image"], row["choices"], row["choice_images"]
+        )
+
+
+def test_templated_questions_and_different_numbers_are_not_duplicates():
+    rows = [
+        _q("t1", "How many stars are there?", "star", ["3", "4", "5"]),
+        _q("t2", "How many stars are there?", "moon", ["3", "4", "5"]),  # same text, other image
+        _q("t3", "How many stars are there?", "star", ["6", "7", "8"]),  # same text, other options
+        _q("n1", "What is 3 + 4?", "sun", ["7", "8"]),
+        _q("n2", "What is 3 + 5?", "sun", ["7", "8"]),  # one digit differs
+        _q("n3", "What is 5 × 2?", "sun", ["7", "8"]),
+        _q("s1", "Select the liquid.", None, None, ["b1", "moon"]),
+        _q("s2", "Select the liquid.", None, None, ["b1", "sun"]),  # one option image differs
+        _q("e1", "", "moon", ["yes", "no"]),
+        _q("e2", "", "sun", ["yes", "no"]),  # empty texts, different images
+    ]
+    result = deduplicate(_frame(rows), H)
+    assert result.duplicates.height == 0 and result.quarantine.height == 0
+    assert result.kept.height == len(rows)
+    assert result.kept["question_id"].n_unique() == len(rows)
+
+
+def test_text_only_near_duplicates_use_text_lsh():
+    long = "A ball rolls down a ramp. Which force makes the ball speed up as it rolls down 2 meters?"
+    rows = [
+        _q("x1", long, None, ["gravity", "friction"]),
+        _q("x2", long.replace("speed up", "go faster"), None, ["friction", "gravity"], answer=1),
+        _q("x3", long.replace("2 meters", "3 meters"), None, ["gravity", "friction"]),
+        _q("x4", "Something else entirely about 2 meters of rope?", None, ["gravity", "friction"]),
+    ]
+    result = deduplicate(_frame(rows), {}, DedupConfig(text_threshold=0.6))
+    kept, dups, _ = _by_key(result)
+    assert set(kept) == {"x1", "x3", "x4"}
+    assert dups["x2"]["kind"] == "near" and 0.6 <= json.loads(dups["x2"]["evidence"])["jaccard"] < 1.0
+
+
+def test_conflicting_answers_are_quarantined_not_merged():
+    rows = [
+        _q("c1", "How many moons?", "moon", ["1", "2"], answer=0),
+        _q("c2", "How many moons?", "moon", ["2", "1"], answer=0),  # same identity, answer "2"
+        _q("c3", "How many moons?", "moon", ["1", "2"], answer=-1),  # unknown answer
+        _q("d1", "How many suns?", "sun", ["1", "2"], answer=0),
+        _q("d2", "How many suns?", "sun", ["2", "1"], answer=1),  # same answer by content: fine
+        _q("k1", "How many stars are there?", "star", ["3", "4"], answer=0),
+        _q("k2", "How many stars are there?", "star_jpeg", ["3", "4"], answer=1),  # near, other answer
+    ]
+    result = deduplicate(_frame(rows), H)
+    kept, dups, quarantine = _by_key(result)
+    assert {"c1", "c2", "c3"} <= set(quarantine)
+    assert quarantine["c1"]["stage"] == "dedup" and "conflicting" in quarantine["c1"]["reason"]
+    assert sorted(json.loads(quarantine["c1"]["detail"])["answers"]) == ["1", "2"]
+    assert set(kept) == {"d1", "k1"} and dups["d2"]["kind"] == "exact"
+    assert "k2" in quarantine and json.loads(quarantine["k2"]["detail"])["kept_question_id"] == kept["k1"]["question_id"]
+    # every input record is accounted for exactly once
+    assert len(kept) + len(dups) + len(quarantine) == len(rows)
+
+
+def test_no_transitive_chaining():
+    rows = [
+        _q("ch-a", "Which shape is shown?", "ca", ["circle", "square"]),
+        _q("ch-b", "Which shape is shown?", "cb", ["circle", "square"]),
+        _q("ch-c", "Which shape is shown?", "cc", ["circle", "square"]),
+    ]
+    result = deduplicate(_frame(rows), H, DedupConfig(image_hamming=4))
+    kept, dups, _ = _by_key(result)
+    # A ~ B (3 bits), B ~ C (3 bits), A !~ C (6 bits): C stays, and is not chained via B
+    assert set(kept) == {"ch-a", "ch-c"}
+    assert dups["ch-b"]["kept_question_id"] == kept["ch-a"]["question_id"]
+
+
+def test_kept_record_choice_is_deterministic_and_order_independent():
+    rows = [
+        _q("z9", "How many stars are there?", "star", ["3", "4"], source="b-site"),
+        _q("z1", "How many stars are there?", "star_jpeg", ["4", "3"], answer=1, source="b-site"),
+        _q("z5", "how many stars are there?", "star", ["3", "4"], source="a-site"),
+        _q("m1", "What is 3 + 4?", "sun", ["7", "8"]),
+    ]
+    first = deduplicate(_frame(rows), H)
+    second = deduplicate(_frame(rows[::-1]), H)
+    assert first.kept.equals(second.kept) and first.duplicates.equals(second.duplicates)
+    kept, dups, _ = _by_key(first)
+    assert set(kept) == {"z5", "m1"}  # smallest (source, source_key)
+    assert dups["z9"]["kind"] == "exact" and dups["z1"]["kind"] == "near"
+
+
+def test_missing_phash_only_matches_identical_images():
+    rows = [
+        _q("p1", "How many stars are there?", "unhashed-1", ["3", "4"]),
+        _q("p2", "How many stars are there?", "unhashed-2", ["3", "4"]),
+        _q("p3", "How many stars are there?", "unhashed-1", ["4", "3"], answer=1),
+    ]
+    kept, dups, _ = _by_key(deduplicate(_frame(rows), {}))
+    assert set(kept) == {"p1", "p2"} and dups["p3"]["kind"] == "exact"
+
+
+def test_large_templated_blocks_stay_linear_and_correct():
+    rng = np.random.default_rng(7)
+    images = {f"img{i}": int(v) for i, v in enumerate(rng.integers(0, 2**63, 3000, dtype=np.int64))}
+    images["img0_jpeg"] = images["img0"] ^ 1
+    rows = [_q(f"k{i:05d}", "How many stars are there?", f"img{i}", ["1", "2", "3"]) for i in range(3000)]
+    rows.append(_q("k99999", "How many stars are there?", "img0_jpeg", ["1", "2", "3"]))
+    result = deduplicate(_frame(rows), images, DedupConfig(max_block=8))
+    assert result.kept.height == 3000
+    assert result.duplicates["source_key"].to_list() == ["k99999"]
+
+
+def test_bad_input_is_a_clear_error():
+    with pytest.raises(DedupInputError, match="lacks column"):
+        deduplicate(pl.DataFrame({"source": ["x"]}), {})
+    rows = [_q("same", "a?", "star", ["1", "2"]), _q("same", "b?", "moon", ["1", "2"])]
+    with pytest.raises(DedupInputError, match="appears twice"):
+        deduplicate(_frame(rows), H)
+
+
+def test_empty_input():
+    result = deduplicate(_frame([]), {})
+    assert result.kept.height == 0 and result.duplicates.height == 0 and result.quarantine.height == 0
+    assert "question_id" in result.kept.columns
+
+
+def test_thumbnails_separate_look_alike_drawings_that_the_hash_confuses():
+    from pipelines.dedup.phash import image_signature_bytes, thumbnail_distance
+
+    def clock(minute_angle: float) -> Image.Image:
+        im = Image.new("RGB", (200, 200), "white")
+        d = ImageDraw.Draw(im)
+        d.ellipse([20, 20, 180, 180], outline="black", width=3)
+        x = 100 + 70 * np.cos(np.radians(minute_angle))
+        y = 100 + 70 * np.sin(np.radians(minute_angle))
+        d.line([100, 100, x, y], fill="black", width=3)
+        return im
+
+    a_png = _encode(clock(0), "PNG")
+    a_jpg = _encode(clock(0), "JPEG", quality=80)
+    b_png = _encode(clock(180), "PNG")
+    (ha, ta), (hj, tj), (hb, tb) = (image_signature_bytes(x) for x in (a_png, a_jpg, b_png))
+    assert len(ta) == 256 and ha == phash_bytes(a_png)
+    assert thumbnail_distance(ta, tj) < 3.0 < thumbnail_distance(ta, tb)
+
+    phash_of = {"a": ha, "a_jpg": hj, "b": hb}
+    thumbs = {"a": ta, "a_jpg": tj, "b": tb}
+    rows = [
+        _q("c1", "What time is shown?", "a", ["3:00", "9:00"]),
+        _q("c2", "What time is shown?", "a_jpg", ["3:00", "9:00"]),
+        _q("c3", "What time is shown?", "b", ["3:00", "9:00"]),
+    ]
+    # force the hashes to look equal, as they do for many sparse line drawings
+    same_hash = {k: ha for k in phash_of}
+    loose = _by_key(deduplicate(_frame(rows), same_hash))[0]
+    strict_kept, strict_dups, _ = _by_key(deduplicate(_frame(rows), same_hash, DedupConfig(), thumbs))
+    assert set(loose) == {"c1"}
+    assert set(strict_kept) == {"c1", "c3"} and json.loads(strict_dups["c2"]["evidence"])["thumbnail"] < 3.0
