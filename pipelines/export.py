@@ -9,11 +9,13 @@ mapping every exported row to its ``question_id``. Rows within a split are order
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import io
 import json
 import os
 import shutil
-import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +25,7 @@ import pyarrow.parquet as pq
 from PIL import Image
 
 from .images import ImageStore
+from .lake import describe_os_error, fsync_directory, remove_stale_temporaries
 from .split import SPLITS
 
 STEM_SCHEMA = pa.schema(
@@ -40,6 +43,10 @@ STEM_SCHEMA = pa.schema(
     ]
 )
 DEFAULT_ROWS_PER_SHARD = 5000
+# The export replaced by a publish is kept for readers that were inside it. It is deleted
+# before staging the next export (so the disk holds at most two exports) unless it was
+# replaced less than this long ago; then it is deleted only just before the next swap.
+PREVIOUS_EXPORT_GRACE_SECONDS = 10.0
 
 
 def png_bytes(store: ImageStore, image_hash: str) -> bytes:
@@ -73,6 +80,14 @@ class ExportResult:
 
 def _split_table(rows: pl.DataFrame, store: ImageStore, public_test: bool) -> pa.Table:
     columns: dict[str, list] = {name: [] for name in STEM_SCHEMA.names}
+    pngs: dict[str, bytes] = {}  # one shard's images; a picture shared by questions is read once
+
+    def png(image_hash: str) -> bytes:
+        data = pngs.get(image_hash)
+        if data is None:
+            data = pngs[image_hash] = png_bytes(store, image_hash)
+        return data
+
     for r in rows.iter_rows(named=True):
         pic_choice = r["choice_images"] is not None
         columns["subject"].append(r["subject"])
@@ -81,11 +96,19 @@ def _split_table(rows: pl.DataFrame, store: ImageStore, public_test: bool) -> pa
         columns["pic_choice"].append(pic_choice)
         columns["pic_prob"].append(r["problem_image"] is not None)
         columns["problem"].append(r["problem"])
-        columns["problem_pic"].append(png_bytes(store, r["problem_image"]) if r["problem_image"] else None)
+        columns["problem_pic"].append(png(r["problem_image"]) if r["problem_image"] else None)
         columns["choices"].append(None if pic_choice else list(r["choices"]))
-        columns["choices_pic"].append([png_bytes(store, h) for h in r["choice_images"]] if pic_choice else None)
+        columns["choices_pic"].append([png(h) for h in r["choice_images"]] if pic_choice else None)
         columns["answer_idx"].append(-1 if public_test else int(r["answer_idx"]))
     return pa.Table.from_pydict(columns, schema=STEM_SCHEMA)
+
+
+class ExportError(RuntimeError):
+    """The export could not be published (full disk, permissions, ...); the message is one
+    line and the previous export is unchanged."""
+
+
+EXPORT_FILES = ("data", "index.parquet", "test_answer_key.jsonl")
 
 
 def write_stem_export(
@@ -98,13 +121,28 @@ def write_stem_export(
 ) -> ExportResult:
     """Write the release layout under ``export_root`` (``.../export/stem``) atomically.
 
-    The new ``data/`` folder is assembled in a temporary folder and swapped in with
-    renames, so a reader sees the old export or the new one.
+    The whole new ``export_root`` (``data/``, ``index.parquet``, ``test_answer_key.jsonl``)
+    is assembled in a staging folder beside it and exchanged with the published one in a
+    single rename, so a reader always finds ``data/`` with a complete set of shards of one
+    version, and the index and answer key that belong to them. The replaced export stays at
+    ``previous_export(export_root)`` until the next publish, so a reader that was inside it
+    during the swap can finish. On any failure the staging folder is removed and the
+    published export is untouched (``ExportError``, one line).
     """
     if rows_per_shard <= 0:
         raise ValueError(f"rows_per_shard must be positive, got {rows_per_shard}")
-    export_root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=export_root, prefix=".staging-"))
+    export_root = Path(export_root)
+    staging_prefix = f".{export_root.name}-staging-"
+    previous = previous_export(export_root)
+    try:
+        export_root.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries(export_root.parent, staging_prefix)
+        if _retired_seconds_ago(previous) > PREVIOUS_EXPORT_GRACE_SECONDS:
+            shutil.rmtree(previous, ignore_errors=True)  # room for the new one first
+        staging = export_root.parent / f"{staging_prefix}{os.getpid()}-{time.time_ns()}"
+        staging.mkdir()
+    except OSError as exc:
+        raise _publish_error(export_root, exc) from None
     ordered = export_order(questions)
     rows: dict[str, int] = {}
     try:
@@ -127,23 +165,105 @@ def write_stem_export(
             for r in ordered.filter(pl.col("split") == "test").iter_rows(named=True):
                 f.write(json.dumps({"index": r["export_position"], "question_id": r["question_id"],
                                     "answer_idx": r["answer_idx"]}) + "\n")
-        _swap_in(staging, export_root, ["data", "index.parquet", "test_answer_key.jsonl"])
+        _carry_over_other_entries(export_root, staging)
+        shutil.rmtree(previous, ignore_errors=True)  # retired only moments ago: kept this long
+        publish_folder(staging, export_root)
+        fsync_directory(export_root.parent)
+        # the staging name now holds the replaced export: keep it (until the next publish)
+        # for readers that were inside it during the swap
+        if staging.exists():
+            try:
+                os.rename(staging, previous)
+            except OSError:
+                pass
+    except OSError as exc:
+        raise _publish_error(export_root, exc) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     final_dir = export_root / "data"
     return ExportResult(final_dir, sorted(final_dir.glob("*.parquet")), rows)
 
 
-def _swap_in(staging: Path, root: Path, names: list[str]) -> None:
-    for name in names:
-        new, final = staging / name, root / name
-        if final.is_dir():
-            old = root / f".old-{name}-{os.getpid()}"
-            os.replace(final, old)
-            os.replace(new, final)
-            shutil.rmtree(old, ignore_errors=True)
+def previous_export(export_root: Path) -> Path:
+    """Where the export replaced by the last publish is kept until the next one."""
+    return Path(export_root).parent / f".{Path(export_root).name}-previous"
+
+
+def _retired_seconds_ago(folder: Path) -> float:
+    try:
+        return time.time() - folder.stat().st_ctime  # a rename sets the folder's ctime
+    except FileNotFoundError:
+        return float("inf")
+
+
+def _publish_error(export_root: Path, exc: BaseException) -> ExportError:
+    cause = describe_os_error(exc, temporary_marker=f".{export_root.name}-staging-")
+    return ExportError(f"could not publish the export at {export_root}: {cause}; the previous export is unchanged")
+
+
+def _carry_over_other_entries(published: Path, staging: Path) -> None:
+    """Keep files a user put beside the export (anything not written here) across the swap."""
+    if not published.is_dir():
+        return
+    for entry in published.iterdir():
+        if entry.name in EXPORT_FILES:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.copytree(entry, staging / entry.name, symlinks=True, copy_function=_link_or_copy)
         else:
-            os.replace(new, final)
+            _link_or_copy(entry, staging / entry.name)
+
+
+def _link_or_copy(source, destination) -> None:
+    try:
+        os.link(source, destination, follow_symlinks=False)
+    except OSError:
+        shutil.copy2(source, destination, follow_symlinks=False)
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+_UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP}
+
+
+def _rename_exchange(a: Path, b: Path) -> None:
+    """Swap two existing paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError, TypeError):
+        raise OSError(errno.ENOSYS, "renameat2 is not available") from None
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), str(a), None, str(b))
+
+
+def publish_folder(new: Path, final: Path) -> None:
+    """Put the complete folder ``new`` at ``final`` in one step; afterwards ``new`` holds
+    the previous content of ``final`` (or no longer exists), for the caller to remove.
+
+    Where the file system cannot exchange two paths atomically, two renames are used and a
+    reader can miss ``final`` for the instant between them.
+    """
+    if not os.path.lexists(final):
+        os.rename(new, final)
+        return
+    try:
+        _rename_exchange(new, final)
+        return
+    except OSError as exc:
+        if exc.errno not in _UNSUPPORTED:
+            raise
+    previous = new.with_name(new.name + "-previous")
+    os.rename(final, previous)
+    try:
+        os.rename(new, final)
+    except OSError:
+        os.rename(previous, final)
+        raise
+    os.rename(previous, new)
 
 
 def dataset_statistics(questions: pl.DataFrame) -> pl.DataFrame:

@@ -73,15 +73,24 @@ def inspect_image(data: bytes) -> ImageInfo:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    """Write ``data`` at ``path`` via a temporary file, so ``path`` never holds part of it.
+
+    A failed write (full disk, permissions) raises a one-line ``StorageError`` naming ``path``.
+    """
+    from .lake import storage_error
+
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as exc:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise storage_error(path, exc) from None
         raise
 
 

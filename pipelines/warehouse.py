@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 import duckdb
 
 from .home import DataHome
+from .lake import describe_os_error, fsync_directory, remove_stale_temporaries
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 
@@ -108,8 +110,13 @@ def publish_warehouse(home: DataHome, *, force: bool = False) -> PublishResult:
             counts = {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in WAREHOUSE_TABLES}
         return PublishResult(target, counts, fingerprint, skipped=True)
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{time.time_ns()}.tmp")
+    tmp_prefix = f".{target.name}."
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _publish_error(target, exc) from None
+    remove_stale_temporaries(target.parent, tmp_prefix)
+    tmp = target.with_name(f"{tmp_prefix}{os.getpid()}.{time.time_ns()}.tmp")
     counts: dict[str, int] = {}
     try:
         con = duckdb.connect(str(tmp))
@@ -137,14 +144,29 @@ def publish_warehouse(home: DataHome, *, force: bool = False) -> PublishResult:
         finally:
             con.close()
         os.replace(tmp, target)
-    except OSError as exc:
-        raise WarehouseError(
-            f"could not publish the warehouse at {target}: {exc.strerror or exc}; the previous warehouse is unchanged"
-        ) from None
+        fsync_directory(target.parent)
+    except (OSError, duckdb.Error) as exc:
+        raise _publish_error(target, exc) from None
     finally:
-        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
-            leftover.unlink(missing_ok=True)
+        _remove_temporary_database(tmp)
     return PublishResult(target, counts, fingerprint, skipped=False)
+
+
+def _publish_error(target: Path, exc: BaseException) -> WarehouseError:
+    return WarehouseError(
+        f"could not publish the warehouse at {target}: "
+        f"{describe_os_error(exc, temporary_marker=f'.{target.name}.')}; the previous warehouse is unchanged"
+    )
+
+
+def _remove_temporary_database(tmp: Path) -> None:
+    # DuckDB keeps a write-ahead log beside the file and spills to a folder named after it
+    for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+        try:
+            leftover.unlink(missing_ok=True)
+        except OSError:
+            pass
+    shutil.rmtree(tmp.with_name(tmp.name + ".tmp"), ignore_errors=True)
 
 
 def connect_readonly(home: DataHome) -> duckdb.DuckDBPyConnection:
