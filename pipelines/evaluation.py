@@ -3,6 +3,10 @@
 Predictions live in ``lake/predictions/``, one file per model: ``run-<model>.parquet`` for
 models the build runs, ``import-<model>.parquet`` for predictions imported with
 ``stemforge eval``. Circular re-asks of live models are in ``lake/circular/``.
+
+Each configured model is memoized on its own (its spec, the eval splits, the model code
+and the questions table), and the metrics on every prediction file, the questions and
+their settings (``pipelines/incremental.py``).
 """
 
 from __future__ import annotations
@@ -133,43 +137,91 @@ def _extra_available(spec: str) -> bool:
     return module is None or importlib.util.find_spec(module) is not None
 
 
-def predict_stage(home: DataHome, settings: BuildSettings, log: Callable[[str], None] = print) -> dict:
-    """Run every configured model on the evaluation splits (and circular re-asks)."""
-    from .models.base import rotate_options
-    from .models.registry import build_model
+MODEL_CODE = ("models", "evaluation.py", "images.py")
 
-    questions = load_questions(home)
-    evaluated = questions.filter(pl.col("split").is_in(list(settings.eval_splits)) & (pl.col("answer_idx") >= 0))
-    eval_qs = eval_questions(evaluated, home)
-    figures: dict = {"questions": len(eval_qs), "models": {}}
+
+def predict_stage(home: DataHome, settings: BuildSettings, log: Callable[[str], None] = print) -> dict:
+    """Run every configured model on the evaluation splits (and circular re-asks).
+
+    Each model is memoized on its own (``lake/state/fingerprints/predict-<spec>.json``):
+    a model whose spec, code and questions are unchanged keeps its predictions.
+    """
+    from .incremental import memoized
+
+    questions_path = home.lake_path("questions")
+    figures: dict = {"questions": None, "models": {}, "skipped_models": []}
     kept_files: set[str] = set()
     for spec in settings.models:
         if not _extra_available(spec):
             log(f"skipping model {spec}: its optional extra is not installed (pip install 'stemforge[{spec.split('?')[0]}]')")
             figures["models"][spec] = "skipped: extra not installed"
             continue
-        model = build_model(spec, cache_dir=home.cache / "responses")
-        if getattr(model, "trainable", False):
-            train = questions.filter((pl.col("split") == "train") & (pl.col("answer_idx") >= 0))
-            valid = questions.filter((pl.col("split") == "valid") & (pl.col("answer_idx") >= 0))
-            model.fit(eval_questions(train, home), eval_questions(valid, home))
-        log(f"predicting with {model.name} on {len(eval_qs)} questions")
-        preds = model.predict(eval_qs)
-        frame = predictions_frame(model.name, preds, evaluated, "run")
-        stem = model_file_stem(model.name)
-        write_table(frame, home.lake / "predictions" / f"run-{stem}.parquet")
-        kept_files.add(stem)
-        if getattr(model, "supports_live_rotation", False):
-            rotations = _circular(model, eval_qs, rotate_options)
-            write_table(rotations, home.lake / "circular" / f"{stem}.parquet")
-        acc = frame["correct"].mean()
-        figures["models"][model.name] = {"accuracy": round(float(acc) * 100, 2) if acc is not None else None,
-                                         "failed": int((frame["prediction"] < 0).sum())}
+        result = memoized(
+            home,
+            f"predict-{model_file_stem(spec)}",
+            lambda spec=spec: _predict_one(home, settings, spec, log),
+            inputs=[questions_path],
+            outputs=lambda result: _model_outputs(home, result["stem"]),
+            settings={"model": spec, "eval_splits": list(settings.eval_splits)},
+            code=MODEL_CODE,
+        )
+        kept_files.add(result["stem"])
+        figures["questions"] = result["questions"]
+        figures["models"][result["name"]] = {"accuracy": result["accuracy"], "failed": result["failed"]}
+        if result["skipped"]:
+            figures["skipped_models"].append(result["name"])
+            log(f"{result['name']}: predictions up to date, reused")
     for folder, prefix in ((home.lake / "predictions", "run-"), (home.lake / "circular", "")):
         for path in folder.glob(f"{prefix}*.parquet") if folder.exists() else []:
             if path.stem.removeprefix(prefix) not in kept_files:
                 path.unlink()
+    if figures["questions"] is None:
+        figures["questions"] = _evaluated(load_questions(home), settings).height
+    figures["skipped"] = bool(settings.models) and len(figures["skipped_models"]) == sum(
+        1 for v in figures["models"].values() if isinstance(v, dict)
+    )
     return figures
+
+
+def _model_outputs(home: DataHome, stem: str) -> list[Path]:
+    paths = [home.lake / "predictions" / f"run-{stem}.parquet", home.lake / "circular" / f"{stem}.parquet"]
+    return [p for p in paths if p.exists()]
+
+
+def _evaluated(questions: pl.DataFrame, settings: BuildSettings) -> pl.DataFrame:
+    return questions.filter(pl.col("split").is_in(list(settings.eval_splits)) & (pl.col("answer_idx") >= 0))
+
+
+def _predict_one(home: DataHome, settings: BuildSettings, spec: str, log: Callable[[str], None]) -> dict:
+    from .models.base import rotate_options
+    from .models.registry import build_model
+
+    questions = load_questions(home)
+    evaluated = _evaluated(questions, settings)
+    eval_qs = eval_questions(evaluated, home)
+    model = build_model(spec, cache_dir=home.cache / "responses")
+    if getattr(model, "trainable", False):
+        train = questions.filter((pl.col("split") == "train") & (pl.col("answer_idx") >= 0))
+        valid = questions.filter((pl.col("split") == "valid") & (pl.col("answer_idx") >= 0))
+        model.fit(eval_questions(train, home), eval_questions(valid, home))
+    log(f"predicting with {model.name} on {len(eval_qs)} questions")
+    preds = model.predict(eval_qs)
+    frame = predictions_frame(model.name, preds, evaluated, "run")
+    stem = model_file_stem(model.name)
+    write_table(frame, home.lake / "predictions" / f"run-{stem}.parquet")
+    circular_path = home.lake / "circular" / f"{stem}.parquet"
+    if getattr(model, "supports_live_rotation", False):
+        write_table(_circular(model, eval_qs, rotate_options), circular_path)
+    else:
+        circular_path.unlink(missing_ok=True)
+    acc = frame["correct"].mean()
+    return {
+        "name": model.name,
+        "stem": stem,
+        "questions": len(eval_qs),
+        "accuracy": round(float(acc) * 100, 2) if acc is not None else None,
+        "failed": int((frame["prediction"] < 0).sum()),
+    }
 
 
 def _circular(model, eval_qs, rotate_options) -> pl.DataFrame:
@@ -238,6 +290,20 @@ def scored_frame(home: DataHome) -> pl.DataFrame:
 
 
 def metrics_stage(home: DataHome, settings: BuildSettings) -> tuple[pl.DataFrame, dict]:
+    """Score every prediction file; skipped when predictions, questions and settings are unchanged."""
+    from .incremental import lake_files, memoized
+
+    figures = memoized(
+        home, "metrics", lambda: _metrics(home, settings),
+        inputs=[home.lake_path("questions"), *lake_files(home, "predictions/*.parquet", "circular/*.parquet")],
+        outputs=lambda _: [p for p in (home.lake_path("metrics"), home.lake_path("reliability")) if p.exists()],
+        settings={"bootstrap": settings.bootstrap, "seed": settings.seed},
+        code=("metrics.py", "smartscore.py", "reference_results.py", "evaluation.py"),
+    )
+    return pl.read_parquet(home.lake_path("metrics")), figures
+
+
+def _metrics(home: DataHome, settings: BuildSettings) -> dict:
     from .metrics import compute_metrics, empty_metrics, reliability_table
     from .reference_results import reference_metrics
     from .smartscore import SmartScoreRules, exam_scores
@@ -262,4 +328,4 @@ def metrics_stage(home: DataHome, settings: BuildSettings) -> tuple[pl.DataFrame
     else:
         home.lake_path("reliability").unlink(missing_ok=True)
     models = sorted(scored["model"].unique().to_list()) if scored.height else []
-    return metrics, {"models": models, "rows": metrics.height, "scored_predictions": scored.height}
+    return {"models": models, "rows": metrics.height, "scored_predictions": scored.height}

@@ -5,11 +5,23 @@ page is parsed with the layout parsers; an importer source is read file by file.
 way each source yields ``RawQuestion`` and ``QuarantineEntry`` records, which land as
 ``lake/raw_questions/<source>.parquet`` and ``lake/quarantine/ingest-<source>.parquet``.
 Rows are sorted by ``source_key`` so the same input gives the same bytes.
+
+Each source is memoized on its own (``lake/state/fingerprints/ingest-<slug>.json``, see
+``pipelines/incremental.py``): a web source is parsed again only when its raw store's
+content digest changed (URL, state and body hash of every URL but the sitemaps); a file
+source is imported again only when the content of one of its files changed (a file whose
+size and mtime are unchanged is not read again; a touched file is hashed and
+compared). The files of a source are: the shards of a ``stem-parquet`` source; every
+file under the folder of a ``scienceqa`` source's ``problems.json``; the ``jsonl`` file
+and every file under its folder (images are resolved inside it), the data home excepted.
+A folder of more than ``MAX_WATCHED_FILES`` files cannot be fingerprinted cheaply: such
+a source is imported every time.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
@@ -31,6 +43,9 @@ from .settings import BuildSettings
 from .sources.spec import SourceSpec
 
 DEMO_CANONICAL_BASE = "http://demo.localhost/"
+MAX_WATCHED_FILES = 200_000
+WEB_PARSE_CODE = ("ingest.py", "records.py", "images.py", "sources/web_parsers.py", "sources/spec.py")
+IMPORT_CODE = ("ingest.py", "records.py", "images.py", "sources/importers", "sources/spec.py")
 
 Progress = Callable[[str], None]
 
@@ -43,6 +58,7 @@ class SourceOutcome:
     crawl: dict = field(default_factory=dict)
     question_file: Path | None = None
     quarantine_file: Path | None = None
+    skipped: bool = False  # inputs unchanged since the last landing: the lake files were kept
 
 
 def raw_store_dir(home: DataHome, spec: SourceSpec) -> Path:
@@ -71,8 +87,17 @@ def web_endpoint(spec: SourceSpec, settings: BuildSettings) -> Iterator[tuple[st
         yield spec.location, spec.location
 
 
+def crawl_revalidate_mode(settings: BuildSettings) -> str:
+    """How a build's crawl revalidates known pages: ``lastmod`` (default) or ``all``."""
+    return getattr(settings, "crawl_revalidate", "lastmod") or "lastmod"
+
+
 def crawl_web_source(spec: SourceSpec, settings: BuildSettings, home: DataHome, progress: bool = True) -> dict:
-    """Crawl one web source into its raw store; returns the crawl report as a dict."""
+    """Crawl one web source into its raw store; returns the crawl report as a dict.
+
+    Builds crawl with ``revalidate='lastmod'`` unless the settings say otherwise: known
+    pages whose sitemap lastmod is unchanged are not requested (see ``pipelines/crawl``).
+    """
     from .crawl import CrawlConfig, crawl
 
     with web_endpoint(spec, settings) as (base_url, canonical_base):
@@ -83,6 +108,7 @@ def crawl_web_source(spec: SourceSpec, settings: BuildSettings, home: DataHome, 
             concurrency=settings.crawl_concurrency,
             timeout=settings.crawl_timeout,
             progress=progress,
+            revalidate=crawl_revalidate_mode(settings),
         )
         report = crawl(config, raw_store_dir(home, spec))
     return report.as_dict() if hasattr(report, "as_dict") else dict(vars(report))
@@ -159,8 +185,92 @@ def source_records(spec: SourceSpec, home: DataHome, images: ImageStore) -> Iter
         yield from iter_import_records(spec, images)
 
 
+def question_file(home: DataHome, spec: SourceSpec) -> Path:
+    return home.lake / "raw_questions" / f"{spec.slug}.parquet"
+
+
+def quarantine_file(home: DataHome, spec: SourceSpec) -> Path:
+    return home.lake / "quarantine" / f"ingest-{spec.slug}.parquet"
+
+
+def ingest_stage_name(spec: SourceSpec) -> str:
+    return f"ingest-{spec.slug}"
+
+
+def _walk(folder: Path, exclude: Path) -> list[Path] | None:
+    found: list[Path] = []
+    for root, dirs, files in os.walk(folder):
+        root_path = Path(root)
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and (root_path / d).resolve() != exclude)
+        for name in sorted(files):
+            if not name.startswith("."):
+                found.append(root_path / name)
+        if len(found) > MAX_WATCHED_FILES:
+            return None
+    return found
+
+
+def source_files(spec: SourceSpec, home: DataHome) -> list[Path] | None:
+    """The files a file source reads (see the module docstring); None when there are too
+    many to watch. An unreadable location gives [] (the import then fails with its reason)."""
+    from .sources.importers.scienceqa import find_problems_file
+    from .sources.importers.stem_parquet import find_shards
+
+    exclude = home.root.resolve()
+    try:
+        if spec.kind == "stem-parquet":
+            return list(find_shards(spec.location))
+        if spec.kind == "scienceqa":
+            return _walk(find_problems_file(spec.location).parent, exclude)
+        if spec.kind == "jsonl":
+            path = Path(spec.location)
+            if not path.is_file():
+                return []
+            found = _walk(path.parent, exclude)
+            return None if found is None else sorted({path, *found})
+    except (ValueError, OSError):
+        return []
+    return []
+
+
+def raw_store_digest(spec: SourceSpec, home: DataHome) -> str | None:
+    """The digest of a web source's raw store (None if it was never crawled)."""
+    from .crawl import RawStore, RawStoreError
+
+    try:
+        with RawStore(raw_store_dir(home, spec)) as store:
+            return store.content_digest()
+    except RawStoreError:
+        return None
+
+
+def ingest_fingerprint_args(spec: SourceSpec, home: DataHome) -> dict:
+    """What a source's landing depends on, as keyword arguments of ``incremental.check_stage``."""
+    outputs = [question_file(home, spec), quarantine_file(home, spec)]
+    settings = {"source": spec.text, "options": dict(sorted(spec.options.items()))}
+    if spec.is_web:
+        return dict(outputs=outputs, settings=settings, code=WEB_PARSE_CODE,
+                    extra={"raw_store": raw_store_digest(spec, home)})
+    files = source_files(spec, home)
+    if files is None:  # too many files to watch: never considered unchanged
+        return dict(outputs=outputs, settings=settings, code=IMPORT_CODE, extra={"unwatched": os.urandom(16).hex()})
+    return dict(outputs=outputs, settings=settings, code=IMPORT_CODE, inputs=files)
+
+
 def land_source(spec: SourceSpec, home: DataHome, images: ImageStore) -> SourceOutcome:
-    """Validate a source's records and write its raw questions and quarantine to the lake."""
+    """Validate a source's records and write its raw questions and quarantine to the lake,
+    unless the source is unchanged since it last landed (then ``skipped`` is True)."""
+    from .incremental import memoized
+
+    figures = memoized(home, ingest_stage_name(spec), lambda: _land(spec, home, images), **ingest_fingerprint_args(spec, home))
+    return SourceOutcome(
+        spec.text, figures["questions"], figures["quarantined"],
+        question_file=question_file(home, spec), quarantine_file=quarantine_file(home, spec),
+        skipped=figures["skipped"],
+    )
+
+
+def _land(spec: SourceSpec, home: DataHome, images: ImageStore) -> dict:
     questions: list[dict] = []
     quarantined: list[dict] = []
     for record in source_records(spec, home, images):
@@ -172,12 +282,11 @@ def land_source(spec: SourceSpec, home: DataHome, images: ImageStore) -> SourceO
                 quarantined.append(QuarantineEntry(record.source, record.source_key, "ingest", problem).to_row())
         else:
             quarantined.append(record.to_row())
-    outcome = SourceOutcome(spec.text, len(questions), len(quarantined))
     q = pl.from_arrow(_table(questions, RAW_QUESTION_SCHEMA)).sort("source_key")
     z = pl.from_arrow(_table(quarantined, QUARANTINE_SCHEMA)).sort("stage", "source_key", "reason")
-    outcome.question_file = write_table(q, home.lake / "raw_questions" / f"{spec.slug}.parquet")
-    outcome.quarantine_file = write_table(z, home.lake / "quarantine" / f"ingest-{spec.slug}.parquet")
-    return outcome
+    write_table(q, question_file(home, spec))
+    write_table(z, quarantine_file(home, spec))
+    return {"questions": len(questions), "quarantined": len(quarantined)}
 
 
 def _table(rows: list[dict], schema):
@@ -195,6 +304,11 @@ def remove_stale_sources(home: DataHome, specs: list[SourceSpec]) -> list[str]:
             path.unlink()
             removed.append(path.stem)
     for path in list((home.lake / "quarantine").glob("ingest-*.parquet")):
+        if path.stem.removeprefix("ingest-") not in keep:
+            path.unlink()
+    from .incremental import fingerprint_dir
+
+    for path in list(fingerprint_dir(home).glob("ingest-*.json")):
         if path.stem.removeprefix("ingest-") not in keep:
             path.unlink()
     return removed

@@ -1,4 +1,8 @@
-"""Profile stages: CogME tags per question, dataset and model profiles, and the report."""
+"""Profile stages: CogME tags per question, dataset and model profiles, and the report.
+
+Each is memoized (``pipelines/incremental.py``): skipped, writing nothing, when its input
+tables, settings and code are unchanged; figures then carry ``skipped: True``.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from pathlib import Path
 import polars as pl
 
 from .home import DataHome
+from .incremental import lake_files, memoized
 from .lake import write_table
 from .settings import BuildSettings
 
@@ -14,6 +19,24 @@ TAG_COLUMNS = ("question_id", "subject", "grade", "skill", "problem", "pic_prob"
 
 
 def tag_stage(home: DataHome, settings: BuildSettings) -> tuple[pl.DataFrame, dict]:
+    inputs = [home.lake_path("questions")]
+    if settings.manual_tags:
+        inputs.append(Path(settings.manual_tags).expanduser())
+    from .cogme.taxonomy import _BUNDLED
+
+    if settings.taxonomy not in _BUNDLED:  # a taxonomy given as a YAML path (bundled ones are code)
+        inputs.append(Path(settings.taxonomy))
+    figures = memoized(
+        home, "tags", lambda: _tags(home, settings),
+        inputs=inputs,
+        outputs=[home.lake_path("question_tags")],
+        settings={"taxonomy": settings.taxonomy, "manual_tags": settings.manual_tags},
+        code=("cogme", "profiling.py"),
+    )
+    return pl.read_parquet(home.lake_path("question_tags")), figures
+
+
+def _tags(home: DataHome, settings: BuildSettings) -> dict:
     from .cogme.manual import load_manual_tags
     from .cogme.tagger import tag_questions
     from .cogme.taxonomy import load_taxonomy
@@ -30,10 +53,23 @@ def tag_stage(home: DataHome, settings: BuildSettings) -> tuple[pl.DataFrame, di
         figures["manual_tagged_questions"] = manual["question_id"].n_unique()
     tags = tags.sort("question_id", "component", "sub_component", "source")
     write_table(tags, home.lake_path("question_tags"))
-    return tags, figures
+    return figures
 
 
 def profile_stage(home: DataHome) -> tuple[pl.DataFrame, dict]:
+    figures = memoized(
+        home, "profiles", lambda: _profiles(home),
+        inputs=[
+            home.lake_path("question_tags"), home.lake_path("questions"),
+            *lake_files(home, "predictions/*.parquet"),
+        ],
+        outputs=lambda _: [p for p in (home.lake_path("profiles"), home.lake_path("profile_relation")) if p.exists()],
+        code=("cogme", "profiling.py", "evaluation.py"),
+    )
+    return pl.read_parquet(home.lake_path("profiles")), figures
+
+
+def _profiles(home: DataHome) -> dict:
     from .cogme.profiles import dataset_profile, frequency_accuracy_relation, model_profiles, preferred_tags
     from .evaluation import scored_frame
 
@@ -52,10 +88,32 @@ def profile_stage(home: DataHome) -> tuple[pl.DataFrame, dict]:
     if relation is not None and relation.height:
         write_table(relation, home.lake_path("profile_relation"))
         figures["frequency_accuracy_relation"] = relation.to_dicts()
-    return profiles, figures
+    else:  # no model scored now: a relation from an earlier build would be stale
+        home.lake_path("profile_relation").unlink(missing_ok=True)
+    return figures
+
+
+REPORT_TABLES = ("dataset_statistics", "metrics", "reliability", "profiles")
 
 
 def report_stage(home: DataHome, settings: BuildSettings) -> Path:
+    report_figures(home, settings)
+    return home.reports / "index.html"
+
+
+def report_figures(home: DataHome, settings: BuildSettings) -> dict:
+    """Write the report unless its tables and settings are unchanged; figures with ``skipped``."""
+    path = home.reports / "index.html"
+    return memoized(
+        home, "report", lambda: {"path": str(_report(home, settings))},
+        inputs=[home.lake_path(name) for name in REPORT_TABLES],
+        outputs=[path],
+        settings={"sources": list(settings.sources), "seed": settings.seed, "home": str(home.root)},
+        code=("report.py", "cogme/report_section.py", "profiling.py"),
+    )
+
+
+def _report(home: DataHome, settings: BuildSettings) -> Path:
     from .report import write_report
 
     def optional(name: str) -> pl.DataFrame | None:

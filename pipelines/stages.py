@@ -3,6 +3,12 @@
 Each function reads its inputs from the lake, calls the library, writes its outputs to
 the lake and returns a small dict of figures for the asset's metadata. They need no
 Dagster and are what the assets, the benchmarks and the tests call.
+
+Every stage is memoized (``pipelines/incremental.py``): it declares its input files, the
+settings and library files it depends on and its outputs, and is skipped, writing
+nothing, when none of them changed since its last run; its figures then carry
+``skipped: True``. The split ledger is the split stage's own state, so it is among its
+outputs (checked unchanged), not its inputs.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from PIL import Image
 from .filtering import cap_per_skill, keep_multimodal
 from .home import DataHome
 from .images import ImageStore
+from .incremental import lake_files, memoized
 from .lake import empty_frame, write_table
 from .records import QUARANTINE_SCHEMA, RAW_QUESTION_SCHEMA
 from .settings import BuildSettings
@@ -58,6 +65,15 @@ def read_raw_questions(home: DataHome) -> pl.DataFrame:
 # ---- clean ---------------------------------------------------------------------------
 
 def filter_stage(home: DataHome) -> dict:
+    return memoized(
+        home, "filter", lambda: _filter(home),
+        inputs=lake_files(home, "raw_questions/*.parquet"),
+        outputs=[lake(home, "multimodal"), home.lake / "quarantine" / "filter.parquet"],
+        code=("filtering.py", "stages.py", "records.py"),
+    )
+
+
+def _filter(home: DataHome) -> dict:
     raw = read_raw_questions(home)
     kept, dropped = keep_multimodal(raw)
     write_table(kept, lake(home, "multimodal"))
@@ -73,6 +89,15 @@ def referenced_images(questions: pl.DataFrame) -> list[str]:
 
 def image_index_stage(home: DataHome) -> dict:
     """Describe every referenced image (format, size, perceptual hash); reuse known hashes."""
+    return memoized(
+        home, "image_index", lambda: _image_index(home),
+        inputs=[lake(home, "multimodal")],
+        outputs=[lake(home, "images")],
+        code=("dedup/phash.py", "images.py", "stages.py"),
+    )
+
+
+def _image_index(home: DataHome) -> dict:
     from .dedup.phash import phash_files
 
     questions = read_lake(home, "multimodal")
@@ -106,6 +131,19 @@ def image_index_stage(home: DataHome) -> dict:
 
 
 def dedup_stage(home: DataHome, settings: BuildSettings) -> dict:
+    return memoized(
+        home, "dedup", lambda: _dedup(home, settings),
+        inputs=[lake(home, "multimodal"), lake(home, "images")],
+        outputs=[
+            lake(home, "deduplicated"), lake(home, "duplicates"),
+            home.lake / "quarantine" / "dedup.parquet", home.lake / "quarantine" / "cap.parquet",
+        ],
+        settings={"cap_per_skill": settings.cap_per_skill, "seed": settings.seed},
+        code=("dedup", "filtering.py", "stages.py"),
+    )
+
+
+def _dedup(home: DataHome, settings: BuildSettings) -> dict:
     from .dedup import DedupConfig, deduplicate
 
     questions = read_lake(home, "multimodal")
@@ -130,6 +168,15 @@ def dedup_stage(home: DataHome, settings: BuildSettings) -> dict:
 
 
 def latex_stage(home: DataHome) -> dict:
+    return memoized(
+        home, "latex", lambda: _latex(home),
+        inputs=[lake(home, "deduplicated")],
+        outputs=[lake(home, "latex"), lake(home, "latex_failures")],
+        code=("latex.py", "stages.py"),
+    )
+
+
+def _latex(home: DataHome) -> dict:
     from .latex import convert_text
 
     questions = read_lake(home, "deduplicated")
@@ -170,6 +217,16 @@ def latex_stage(home: DataHome) -> dict:
 # ---- dataset -------------------------------------------------------------------------
 
 def shuffle_stage(home: DataHome, settings: BuildSettings) -> dict:
+    return memoized(
+        home, "shuffle", lambda: _shuffle(home, settings),
+        inputs=[lake(home, "latex")],
+        outputs=[lake(home, "shuffled")],
+        settings={"seed": settings.seed},
+        code=("shuffle.py", "stages.py"),
+    )
+
+
+def _shuffle(home: DataHome, settings: BuildSettings) -> dict:
     from .shuffle import shuffle_options
 
     questions = read_lake(home, "latex")
@@ -178,12 +235,30 @@ def shuffle_stage(home: DataHome, settings: BuildSettings) -> dict:
     return {"questions": shuffled.height}
 
 
+def split_ledger_path(home: DataHome) -> Path:
+    return home.lake / "state" / "split_ledger.parquet"
+
+
 def split_stage(home: DataHome, settings: BuildSettings) -> dict:
+    # the ledger is this stage's own state: an output (checked unchanged), not an input
+    return memoized(
+        home, "split", lambda: _split(home, settings),
+        inputs=[lake(home, "shuffled")],
+        outputs=[lake(home, "questions"), lake(home, "choices"), split_ledger_path(home)],
+        settings={
+            "seed": settings.seed,
+            "ratios": [settings.split_train, settings.split_valid, settings.split_test],
+        },
+        code=("split.py", "shuffle.py", "stages.py"),
+    )
+
+
+def _split(home: DataHome, settings: BuildSettings) -> dict:
     from .shuffle import choices_table
     from .split import SplitConfig, assign_splits
 
     shuffled = read_lake(home, "shuffled")
-    ledger_path = home.lake / "state" / "split_ledger.parquet"
+    ledger_path = split_ledger_path(home)
     ledger = pl.read_parquet(ledger_path) if ledger_path.exists() else None
     config = SplitConfig(settings.split_train, settings.split_valid, settings.split_test, seed=settings.seed)
     with_split, new_ledger = assign_splits(shuffled, ledger, config)
@@ -204,14 +279,47 @@ def split_stage(home: DataHome, settings: BuildSettings) -> dict:
 
 
 def statistics_stage(home: DataHome) -> tuple[pl.DataFrame, str]:
-    from .export import dataset_statistics, statistics_markdown
+    from .export import statistics_markdown
 
-    stats = dataset_statistics(read_lake(home, "questions"))
-    write_table(stats, lake(home, "dataset_statistics"))
+    statistics_figures(home)
+    stats = read_lake(home, "dataset_statistics")
     return stats, statistics_markdown(stats)
 
 
+def statistics_figures(home: DataHome) -> dict:
+    """Write the Table 1 statistics unless they are up to date; returns figures with ``skipped``."""
+    return memoized(
+        home, "statistics", lambda: _statistics(home),
+        inputs=[lake(home, "questions")],
+        outputs=[lake(home, "dataset_statistics")],
+        code=("export.py", "stages.py"),
+    )
+
+
+def _statistics(home: DataHome) -> dict:
+    from .export import dataset_statistics
+
+    stats = dataset_statistics(read_lake(home, "questions"))
+    write_table(stats, lake(home, "dataset_statistics"))
+    return {"rows": stats.height}
+
+
+def export_files(home: DataHome) -> list[Path]:
+    root = home.export.parent
+    return [*sorted(home.export.glob("*.parquet")), root / "index.parquet", root / "test_answer_key.jsonl"]
+
+
 def export_stage(home: DataHome, settings: BuildSettings) -> dict:
+    return memoized(
+        home, "export", lambda: _export(home, settings),
+        inputs=[lake(home, "questions")],
+        outputs=lambda _: export_files(home),
+        settings={"rows_per_shard": settings.rows_per_shard},
+        code=("export.py", "stages.py"),
+    )
+
+
+def _export(home: DataHome, settings: BuildSettings) -> dict:
     from .export import write_stem_export
 
     result = write_stem_export(

@@ -7,6 +7,7 @@ from typing import Callable, Union
 from urllib.parse import urlsplit
 
 DEFAULT_USER_AGENT = "stemforge-crawler/0.1 (+https://github.com/stemforge)"
+REVALIDATE_MODES = ("all", "lastmod")
 
 
 class CrawlConfigError(ValueError):
@@ -41,6 +42,18 @@ class CrawlConfig:
     hosts of ``base_url`` and ``canonical_base``. ``polite=False`` disables robots.txt
     rules and the per-host rate limit (for benchmarks on sites you own); Retry-After is
     still honored.
+
+    ``revalidate`` says what a new pass over a known site requests again:
+
+    - ``all``: every known URL, with a conditional GET.
+    - ``lastmod``: the sitemaps first (conditional GET), then only what may have changed:
+      pages the sitemaps list with a ``lastmod`` other than the one known when the page
+      was last stored, pages new to the sitemaps, pages the sitemaps stopped listing (a
+      404/410 makes them ``gone``), URLs that failed or were never fetched. Images are
+      immutable content (a new image is a new URL) and are not requested again. Pages no
+      sitemap lists (listing pages, pagination) are revalidated only when a sitemap
+      changed. A site without a sitemap, or whose robots.txt changed, is revalidated
+      whole, as with ``all``.
     """
 
     base_url: str
@@ -63,6 +76,7 @@ class CrawlConfig:
     progress: Union[bool, ProgressCallback] = False
     progress_interval: float = 0.5  # seconds between progress callback calls
     extra_seeds: tuple[str, ...] = field(default_factory=tuple)
+    revalidate: str = "all"  # all | lastmod
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", _base(self.base_url, "base_url"))
@@ -85,6 +99,7 @@ class CrawlConfig:
             (self.max_body_bytes > 0, "max_body_bytes must be > 0"),
             (self.max_pages is None or self.max_pages >= 1, "max_pages must be >= 1 or None"),
             (bool(self.user_agent.strip()), "user_agent must not be empty"),
+            (self.revalidate in REVALIDATE_MODES, f"revalidate must be one of {', '.join(REVALIDATE_MODES)}, got {self.revalidate!r}"),
         ]
         for ok, message in checks:
             if not ok:

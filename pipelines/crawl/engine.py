@@ -10,6 +10,7 @@ outcomes and the discovered links in the frontier, a batch per transaction.
 from __future__ import annotations
 
 import email.utils
+import hashlib
 import json
 import random
 import sys
@@ -26,7 +27,7 @@ import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 
 from .config import CrawlConfig
-from .frontier import FetchResult, Frontier, Task
+from .frontier import FetchResult, Frontier, Task, recorded_sitemap
 from .links import UrlMapper, extract_links, maybe_gunzip, normalize_url, parse_sitemap
 from .ratelimit import HostRateLimiter
 from .raw_store import RawStore
@@ -53,6 +54,7 @@ class CrawlReport:
     failed: dict[str, int] = field(default_factory=dict)  # reason -> URLs
     skipped_robots: int = 0
     gone: int = 0
+    unchanged: int = 0  # known URLs not requested in this pass (revalidate='lastmod')
     discovered: int = 0  # URLs first seen in this call
     bytes_downloaded: int = 0
     elapsed: float = 0.0
@@ -84,7 +86,8 @@ class CrawlReport:
             f"pass {self.pass_number}{' (resumed)' if self.resumed else ''}: {self.finished} URLs in {self.elapsed:.1f} s "
             f"({self.pages_per_second:.0f}/s): {self.stored} stored ({self.downloaded} downloaded, "
             f"{self.not_modified} not modified), {self.failed_total} failed{f' [{failed}]' if failed else ''}, "
-            f"{self.skipped_robots} skipped by robots.txt, {self.gone} gone; {self.requested} requests"
+            f"{self.skipped_robots} skipped by robots.txt, {self.gone} gone"
+            f"{f', {self.unchanged} unchanged by sitemap' if self.unchanged else ''}; {self.requested} requests"
             f"{'' if self.complete else '; pass not finished'}"
         )
 
@@ -102,6 +105,19 @@ class CrawlReport:
             self.skipped_robots += 1
         elif result.state == "gone":
             self.gone += 1
+
+
+def canonical_text_digest(body: bytes, config: CrawlConfig) -> str:
+    """sha256 of ``body`` with the request base written as the canonical base, so a site
+    served on another port is not taken for a changed one."""
+    base, canonical = config.base_url.encode(), config.canonical_base.encode()
+    return hashlib.sha256(body.replace(base, canonical).replace(base.rstrip(b"/"), canonical.rstrip(b"/"))).hexdigest()
+
+
+def sitemap_entries_digest(pages: list[tuple[str, str | None]]) -> str:
+    """sha256 of a sitemap's (canonical URL, lastmod) entries, in a stable order."""
+    ordered = sorted(pages, key=lambda p: (p[0], p[1] or ""))
+    return hashlib.sha256("".join(f"{u}\t{m or ''}\n" for u, m in ordered).encode()).hexdigest()
 
 
 def _size_text(limit: int) -> str:
@@ -165,7 +181,11 @@ class _Fetcher:
         self._extra_requests = 0  # robots.txt fetches
         self.robots_validators: dict[str, dict] = {}  # "robots <canonical URL>" -> sha256, etag, last_modified
         self.robots_changed: dict[str, dict] = {}
+        self.robots_rules_changed = False  # a robots.txt whose text (request base mapped to canonical) changed
         self._extra_lock = threading.Lock()
+
+    def canonical_digest(self, body: bytes) -> str:
+        return canonical_text_digest(body, self.config)
 
     # HTTP ---------------------------------------------------------------------------------
     def _session(self) -> requests.Session:
@@ -317,8 +337,11 @@ class _Fetcher:
             else:
                 body = response.body or b""
                 entry = {"sha256": self.store.put_body(body), "etag": response.headers.get("ETag"),
-                         "last_modified": response.headers.get("Last-Modified")}
+                         "last_modified": response.headers.get("Last-Modified"),
+                         "canonical": self.canonical_digest(body)}
                 with self._extra_lock:
+                    if known.get("canonical") != entry["canonical"]:
+                        self.robots_rules_changed = True
                     self.robots_validators[key] = entry
                     self.robots_changed[key] = entry
             return RobotsRules.parse(body.decode("utf-8", "replace"), self.config.robots_agent)
@@ -473,12 +496,15 @@ class _Fetcher:
             data = maybe_gunzip(body, self.config.max_body_bytes)
             sitemap = parse_sitemap(data) if data is not None else None
             if sitemap is not None:
+                result.is_sitemap = True
                 pages = []
                 for loc, lastmod in sitemap.pages + sitemap.sitemaps:
                     url = accept(loc, page_url)
                     if url is not None:
                         pages.append((url, lastmod))
                 result.sitemap_pages = pages
+                result.sitemap_digest = sitemap_entries_digest(pages)
+                result.child_sitemaps = [u for u in (accept(loc, page_url) for loc, _ in sitemap.sitemaps) if u is not None]
 
 
 def _sniff(body: bytes) -> str:
@@ -550,12 +576,20 @@ def _crawl(config: CrawlConfig, store: RawStore, started: float) -> CrawlReport:
     progress: _Progress | None = None
     try:
         _, complete = store.pass_info()
-        seeds = _seeds(config, mapper, fetcher) if complete else []
+        seeds, sitemap_seeds = _seeds(config, mapper, fetcher) if complete else ([], [])
+        robots_changed = fetcher.robots_rules_changed
         known_at_start = store.conn.execute("SELECT count(*) FROM urls").fetchone()[0]
         frontier.begin(config.canonical_base, seeds)
         report.pass_number, report.resumed = frontier.pass_number, frontier.resumed
-        progress = _Progress(config, report, frontier)
         pool = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix="crawl")
+        if config.revalidate == "lastmod" and not frontier.resumed:
+            sitemaps_read, sitemaps_changed = _sitemaps_first(fetcher, frontier, report, pool, sitemap_seeds)
+            if sitemaps_read and not robots_changed:
+                report.unchanged = frontier.mark_unchanged(sitemaps_changed)
+            _save_robots(fetcher, frontier)
+            report.requested += fetcher.take_extra_requests()
+            frontier.commit()
+        progress = _Progress(config, report, frontier)
         backlog: deque[Task] = deque()
         in_flight: set[Future] = set()
         submitted = 0
@@ -610,13 +644,47 @@ def _save_robots(fetcher: _Fetcher, frontier: Frontier) -> None:
         frontier.set_meta(key, json.dumps(entry, sort_keys=True))
 
 
-def _seeds(config: CrawlConfig, mapper: UrlMapper, fetcher: _Fetcher) -> list[str]:
-    """base URL, robots.txt ``Sitemap:`` lines, /sitemap.xml and any extra seeds (canonical)."""
+def _sitemaps_first(
+    fetcher: _Fetcher, frontier: Frontier, report: CrawlReport, pool: ThreadPoolExecutor, roots: list[str]
+) -> tuple[int, bool]:
+    """Fetch the sitemaps (and the sitemaps of sitemap indexes) before anything else, so
+    the pass knows every listed page's lastmod. Returns (sitemaps read, whether any of
+    them changed: a body came over the wire or a sitemap failed or disappeared)."""
+    read, changed = 0, False
+    seen: set[str] = set()
+    wanted = list(roots)
+    while wanted:
+        batch = [u for u in dict.fromkeys(wanted) if u not in seen]
+        seen.update(batch)
+        wanted = []
+        tasks = frontier.tasks_for(batch)
+        for result in pool.map(fetcher.run, tasks):
+            before = recorded_sitemap(frontier.store, result.task.url)
+            frontier.record(result)
+            report._add(result)
+            if result.state == "stored" and result.is_sitemap:
+                read += 1
+                changed = changed or before is None or before.get("digest") != result.sitemap_digest
+                wanted.extend(result.child_sitemaps)
+            elif result.task.sha256 is not None:
+                changed = True  # a sitemap that used to be there is not one any more
+        frontier.commit()
+    return read, changed
+
+
+def _seeds(config: CrawlConfig, mapper: UrlMapper, fetcher: _Fetcher) -> tuple[list[str], list[str]]:
+    """(every seed, the sitemap seeds): base URL, robots.txt ``Sitemap:`` lines,
+    /sitemap.xml and any extra seeds (canonical)."""
     base = config.base_url
     rules = fetcher.robots.rules_for(base)
     seeds = [config.canonical_base]
-    for raw in [*rules.sitemaps, "/sitemap.xml", *config.extra_seeds]:
+    sitemaps = []
+    for raw in [*rules.sitemaps, "/sitemap.xml"]:
+        url = mapper.accept(raw, base)
+        if url is not None:
+            sitemaps.append(url)
+    for raw in config.extra_seeds:
         url = mapper.accept(raw, base)
         if url is not None:
             seeds.append(url)
-    return list(dict.fromkeys(seeds))
+    return list(dict.fromkeys([*seeds[:1], *sitemaps, *seeds[1:]])), list(dict.fromkeys(sitemaps))

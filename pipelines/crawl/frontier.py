@@ -10,6 +10,7 @@ pass that revisits every known URL (with conditional GET) and discovers new ones
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -50,6 +51,23 @@ class FetchResult:
     not_modified: bool = False  # 304: the stored body was kept
     links: list[str] = field(default_factory=list)  # canonical URLs found in the body
     sitemap_pages: list[tuple[str, str | None]] = field(default_factory=list)  # (canonical URL, lastmod)
+    is_sitemap: bool = False  # the body parsed as a sitemap or sitemap index
+    child_sitemaps: list[str] = field(default_factory=list)  # canonical URLs of a sitemap index's sitemaps
+    sitemap_digest: str | None = None  # sha256 of the sitemap's (canonical URL, lastmod) entries
+
+
+def sitemap_meta_key(url: str) -> str:
+    """The ``meta`` key of what the last read of sitemap ``url`` found: the digest of its
+    (canonical URL, lastmod) entries and its child sitemaps."""
+    return f"sitemap {url}"
+
+
+def recorded_sitemap(store: RawStore, url: str) -> dict | None:
+    value = store.meta(sitemap_meta_key(url))
+    try:
+        return json.loads(value) if value else None
+    except ValueError:
+        return None
 
 
 class Frontier:
@@ -128,9 +146,41 @@ class Frontier:
     def add_sitemap_pages(self, pages: list[tuple[str, str | None]]) -> None:
         self.add([u for u, _ in pages])
         self.conn.executemany(
-            "UPDATE urls SET sitemap_lastmod = ? WHERE url = ? AND sitemap_lastmod IS NOT ?",
-            [(lastmod, u, lastmod) for u, lastmod in pages],
+            "UPDATE urls SET sitemap_lastmod = ?, sitemap_pass = ? "
+            "WHERE url = ? AND (sitemap_lastmod IS NOT ? OR sitemap_pass IS NOT ?)",
+            [(lastmod, self.pass_number, u, lastmod, self.pass_number) for u, lastmod in pages],
         )
+
+    def tasks_for(self, urls: list[str]) -> list[Task]:
+        """Tasks of the given URLs not yet visited in this pass (known URLs only)."""
+        tasks = []
+        for url in dict.fromkeys(urls):
+            row = self.conn.execute(
+                "SELECT id, url, state, sha256, etag, last_modified, content_type FROM urls "
+                "WHERE url = ? AND visited_pass < ?",
+                (url, self.pass_number),
+            ).fetchone()
+            if row is not None:
+                tasks.append(Task(*row))
+        return tasks
+
+    def mark_unchanged(self, sitemaps_changed: bool) -> int:
+        """Count the URLs that need no request in this pass as visited (``lastmod`` mode,
+        after this pass's sitemaps were read); returns how many. See CrawlConfig.revalidate."""
+        self._begin()
+        skipped = self.conn.execute(
+            "UPDATE urls SET visited_pass = :pass WHERE visited_pass < :pass AND is_sitemap = 0 AND ("
+            "  (state = 'stored' AND sha256 IS NOT NULL AND ("
+            "     (sitemap_pass = :pass AND fetched_lastmod IS NOT NULL AND fetched_lastmod = sitemap_lastmod)"
+            "     OR lower(coalesce(content_type, '')) LIKE 'image/%'"
+            "     OR (sitemap_pass IS NULL AND NOT :changed)))"
+            "  OR (state IN ('gone', 'skipped_robots') AND sitemap_pass IS NOT :pass AND NOT :changed))",
+            {"pass": self.pass_number, "changed": int(sitemaps_changed)},
+        ).rowcount
+        self.commit()
+        if self._remaining is not None:
+            self._remaining -= skipped
+        return skipped
 
     def record(self, result: FetchResult) -> None:
         """Write one URL's outcome and the URLs it discovered (same transaction)."""
@@ -141,13 +191,18 @@ class Frontier:
             self.add(result.links)
         task = result.task
         now = time.time()
+        if result.state == "stored" and result.is_sitemap:
+            self._set_meta(sitemap_meta_key(task.url), json.dumps(
+                {"digest": result.sitemap_digest, "children": result.child_sitemaps}, sort_keys=True))
         if result.state == "stored":
             self.conn.execute(
                 "UPDATE urls SET state='stored', visited_pass=?, status=?, content_type=?, sha256=?, size=?, "
-                "etag=?, last_modified=?, final_url=?, reason=NULL, attempts=?, fetched_at=? WHERE id=?",
+                "etag=?, last_modified=?, final_url=?, reason=NULL, attempts=?, fetched_at=?, "
+                "fetched_lastmod=sitemap_lastmod, is_sitemap=? WHERE id=?",
                 (
                     self.pass_number, result.status, result.content_type, result.sha256, result.size,
-                    result.etag, result.last_modified, result.final_url, result.attempts, now, task.id,
+                    result.etag, result.last_modified, result.final_url, result.attempts, now,
+                    int(result.is_sitemap), task.id,
                 ),
             )
         else:

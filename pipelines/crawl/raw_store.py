@@ -10,6 +10,11 @@ A URL's ``state`` is one of ``pending`` (known, never finished), ``stored``, ``f
 (with ``reason``), ``skipped_robots`` or ``gone`` (stored once, 404/410 on a later pass).
 A row keeps its last good body (``sha256``) while a later pass revalidates it, so readers
 always see a complete previous version.
+
+For the ``lastmod`` revalidation mode a row also keeps ``sitemap_pass`` (the last pass
+whose sitemaps listed the URL), ``fetched_lastmod`` (the sitemap lastmod known when the
+body was last stored) and ``is_sitemap``. Stores written before these columns existed
+gain them when opened.
 """
 
 from __future__ import annotations
@@ -46,11 +51,20 @@ CREATE TABLE IF NOT EXISTS urls (
     final_url TEXT,
     reason TEXT,
     attempts INTEGER NOT NULL DEFAULT 0,
-    fetched_at REAL
+    fetched_at REAL,
+    sitemap_pass INTEGER,
+    fetched_lastmod TEXT,
+    is_sitemap INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS urls_state ON urls(state);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+# columns added after the first stores were written: (name, declaration)
+_ADDED_COLUMNS = (
+    ("sitemap_pass", "INTEGER"),
+    ("fetched_lastmod", "TEXT"),
+    ("is_sitemap", "INTEGER NOT NULL DEFAULT 0"),
+)
 
 
 class RawStoreError(ValueError):
@@ -73,6 +87,9 @@ class UrlRecord:
     attempts: int
     visited_pass: int
     fetched_at: float | None
+    sitemap_pass: int | None = None
+    fetched_lastmod: str | None = None
+    is_sitemap: int = 0
 
 
 _RECORD_COLUMNS = ", ".join(UrlRecord.__dataclass_fields__)
@@ -102,11 +119,22 @@ class RawStore:
             if create:
                 self.conn.executescript(_SCHEMA)
             self.conn.execute("SELECT 1 FROM urls LIMIT 1").fetchall()
+            self._add_missing_columns()
         except sqlite3.DatabaseError as exc:
             raise RawStoreError(f"raw store index {self.index_path} is unreadable: {exc}") from None
         self._tmp_counter = 0
         self._made_dirs: set[str] = set()
         self._tmp_lock = threading.Lock()
+
+    def _add_missing_columns(self) -> None:
+        present = {row[1] for row in self.conn.execute("PRAGMA table_info(urls)")}
+        for name, declaration in _ADDED_COLUMNS:
+            if name not in present:
+                try:
+                    self.conn.execute(f"ALTER TABLE urls ADD COLUMN {name} {declaration}")
+                except sqlite3.OperationalError as exc:  # another process added it meanwhile
+                    if "duplicate column" not in str(exc):
+                        raise
 
     def close(self) -> None:
         self.conn.close()
@@ -213,11 +241,38 @@ class RawStore:
     def sitemap_lastmods(self) -> dict[str, str]:
         return dict(self._rows("SELECT url, sitemap_lastmod FROM urls WHERE sitemap_lastmod IS NOT NULL ORDER BY url"))
 
+    def listed_lastmods(self) -> dict[str, str | None]:
+        """URL -> lastmod of every page the sitemaps of the last pass that read them listed
+        (sitemaps themselves excluded)."""
+        row = self.conn.execute("SELECT max(sitemap_pass) FROM urls").fetchone()
+        if row is None or row[0] is None:
+            return {}
+        return dict(self._rows(
+            "SELECT url, sitemap_lastmod FROM urls WHERE sitemap_pass = ? AND is_sitemap = 0 ORDER BY url", (row[0],)
+        ))
+
+    def sitemap_urls(self) -> list[str]:
+        """URLs whose stored body is a sitemap (or sitemap index), in URL order."""
+        return [r[0] for r in self._rows("SELECT url FROM urls WHERE is_sitemap = 1 AND sha256 IS NOT NULL ORDER BY url")]
+
     def digest(self) -> str:
         """sha256 over (URL, state, body hash) of every URL: equal digests, equal contents."""
         hasher = hashlib.sha256()
         for url, state, sha in self._rows("SELECT url, state, sha256 FROM urls ORDER BY url"):
             hasher.update(f"{url}\t{state}\t{sha or ''}\n".encode())
+        return hasher.hexdigest()
+
+    def content_digest(self) -> str:
+        """sha256 over what parsing the store can see: (URL, state, body hash, failure
+        reason) of every URL except the sitemaps (whose bytes may name the port a site was
+        served on). Equal digests, equal parse input."""
+        hasher = hashlib.sha256()
+        rows = self._rows(
+            "SELECT url, state, sha256, CASE WHEN state = 'failed' THEN reason END FROM urls "
+            "WHERE is_sitemap = 0 ORDER BY url"
+        )
+        for url, state, sha, reason in rows:
+            hasher.update(f"{url}\t{state}\t{sha or ''}\t{reason or ''}\n".encode())
         return hasher.hexdigest()
 
     def meta(self, key: str) -> str | None:
