@@ -35,6 +35,7 @@ IMAGES_SCHEMA = {
     "phash": pl.UInt64,
     "path": pl.String,
     "size_bytes": pl.Int64,
+    "thumbnail": pl.Binary,  # 16x16 grey thumbnail: confirms near-equal images beyond the 64-bit hash
 }
 
 
@@ -98,19 +99,21 @@ def image_index_stage(home: DataHome) -> dict:
 
 
 def _image_index(home: DataHome) -> dict:
-    from .dedup.phash import phash_files
+    from .dedup.phash import image_signatures
 
     questions = read_lake(home, "multimodal")
     wanted = referenced_images(questions)
     previous_path = lake(home, "images")
     previous = pl.read_parquet(previous_path) if previous_path.exists() else pl.DataFrame(schema=IMAGES_SCHEMA)
+    if set(previous.columns) != set(IMAGES_SCHEMA):
+        previous = pl.DataFrame(schema=IMAGES_SCHEMA)  # written by an older version: describe again
     known = previous.filter(pl.col("image_hash").is_in(wanted))
     todo = sorted(set(wanted) - set(known["image_hash"].to_list()))
     store = ImageStore(home.images)
     rows = []
     paths = [store.path(h) for h in todo]
-    hashes = phash_files(paths) if paths else []
-    for image_hash, path, ph in zip(todo, paths, hashes):
+    hashes, thumbnails = image_signatures(paths) if paths else ([], [])
+    for image_hash, path, ph, thumb in zip(todo, paths, hashes, thumbnails):
         with Image.open(path) as im:
             width, height = im.size
         rows.append(
@@ -122,6 +125,7 @@ def _image_index(home: DataHome) -> dict:
                 "phash": int(ph),
                 "path": str(path.relative_to(home.root)),
                 "size_bytes": path.stat().st_size,
+                "thumbnail": bytes(thumb),
             }
         )
     fresh = pl.DataFrame(rows, schema=IMAGES_SCHEMA)
@@ -149,7 +153,8 @@ def _dedup(home: DataHome, settings: BuildSettings) -> dict:
     questions = read_lake(home, "multimodal")
     images = read_lake(home, "images")
     phash_of = dict(zip(images["image_hash"].to_list(), images["phash"].to_list()))
-    result = deduplicate(questions, phash_of, DedupConfig())
+    thumbnail_of = dict(zip(images["image_hash"].to_list(), images["thumbnail"].to_list()))
+    result = deduplicate(questions, phash_of, DedupConfig(), thumbnail_of=thumbnail_of)
     kept, over_cap = cap_per_skill(result.kept, settings.cap_per_skill, settings.seed)
     kept = kept.sort("question_id")
     write_table(kept, lake(home, "deduplicated"))

@@ -1,1 +1,1 @@
-CREATE TABLE images (image_hash VARCHAR, format VARCHAR, width BIGINT, height BIGINT, phash UBIGINT, path VARCHAR, size_bytes BIGINT);
+CREATE TABLE images (image_hash VARCHAR, format VARCHAR, width BIGINT, height BIGINT, phash UBIGINT, path VARCHAR, size_bytes BIGINT, thumbnail BLOB);
