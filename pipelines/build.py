@@ -1,8 +1,12 @@
-"""Run the asset graph in-process, recorded in the data home's Dagster instance."""
+"""Run the build job (in one process or one process per step), recorded in the data home's Dagster instance."""
 
 from __future__ import annotations
 
+import os
+import socket
+import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import polars as pl
 
@@ -35,37 +39,190 @@ class BuildOutcome:
         return "\n".join(lines)
 
 
-def _selection(selection: str | None):
+class SelectionError(ValueError):
+    """An asset selection that does not parse or names unknown assets (one-line message)."""
+
+
+EXECUTORS = ("in_process", "multiprocess")
+FORKSERVER_PRELOAD = ("dagster._core.executor.multiprocess", "pipelines.definitions")
+
+# Run tags that identify the process running a build, so a later build can tell that a run
+# left STARTED was abandoned (its process killed) rather than still running.
+PID_TAG = "stemforge/pid"
+HOST_TAG = "stemforge/host"
+PROCESS_START_TAG = "stemforge/process_start"
+UNFINISHED_STATUSES = ("NOT_STARTED", "STARTING", "STARTED", "CANCELING")
+
+
+def _process_start(pid: int) -> str:
+    """The process's start time in clock ticks since boot (Linux), or "" where unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _process_alive(pid: int, start: str) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not start or _process_start(pid) in ("", start)
+
+
+def process_tags() -> dict[str, str]:
+    pid = os.getpid()
+    return {PID_TAG: str(pid), HOST_TAG: socket.gethostname(), PROCESS_START_TAG: _process_start(pid)}
+
+
+def release_abandoned_runs(instance) -> list[str]:
+    """Mark runs of earlier builds on this host whose process is gone as failed and free their
+    concurrency-pool slots.
+
+    A build killed with SIGKILL leaves its run STARTED and, if it was inside the warehouse step,
+    the one ``duckdb_write`` slot claimed; without this the next build would wait for that slot
+    forever (the Dagster daemon frees slots only of runs already marked finished).
+    """
     import dagster as dg
+
+    host = socket.gethostname()
+    released = []
+    runs = instance.get_runs(
+        filters=dg.RunsFilter(
+            statuses=[dg.DagsterRunStatus[s] for s in UNFINISHED_STATUSES], tags={HOST_TAG: host}
+        )
+    )
+    for run in runs:
+        pid = run.tags.get(PID_TAG, "")
+        if not pid.isdigit() or _process_alive(int(pid), run.tags.get(PROCESS_START_TAG, "")):
+            continue
+        instance.report_run_failed(run, f"the build process (pid {pid}) ended without finishing the run; marked failed by a later build")
+        if instance.event_log_storage.supports_global_concurrency_limits:
+            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        released.append(run.run_id)
+    return released
+
+
+def live_build_runs(instance) -> int:
+    """How many runs of this instance are still unfinished after abandoned ones are released."""
+    import dagster as dg
+
+    return len(instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus[s] for s in UNFINISHED_STATUSES])))
+
+
+# Temporary names of the data home's atomic writers (lake.write_table, ImageStore.put,
+# the report, stage fingerprints); the warehouse and the export clean up their own.
+STRAY_TEMPORARY_GLOBS = ("lake/**/.*.tmp", "images/**/.tmp-*", "reports/.*.tmp-*")
+
+
+def remove_stray_temporaries(home: DataHome) -> int:
+    """Delete temporary files left by writes that a killed build never finished."""
+    removed = 0
+    for pattern in STRAY_TEMPORARY_GLOBS:
+        for path in home.root.glob(pattern):
+            if path.is_file():
+                path.unlink(missing_ok=True)
+                removed += 1
+    return removed
+
+
+def resource_config(settings: BuildSettings, progress: bool) -> dict:
+    from .resources import StemforgeSettings
+
+    return StemforgeSettings.from_settings(settings, progress=progress).model_dump()
+
+
+def selected_asset_keys(selection: str | None):
+    """The asset keys of a selection string (None: everything); the warehouse is always added,
+    so what was built is queryable."""
+    import dagster as dg
+
+    from .definitions import defs
 
     if not selection:
         return None
-    # the warehouse is always published, so what was built is queryable
-    return dg.AssetSelection.from_string(selection) | dg.AssetSelection.assets("warehouse")
+    graph = defs.resolve_asset_graph()
+    try:
+        with warnings.catch_warnings():  # group selections use a beta parameter internally
+            warnings.simplefilter("ignore", dg.BetaWarning)
+            chosen = dg.AssetSelection.from_string(selection).resolve(graph)
+    except Exception as exc:  # Dagster raises several types for a bad selection string
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SelectionError(f"invalid asset selection {selection!r}: {reason}") from None
+    if not chosen:
+        raise SelectionError(f"asset selection {selection!r} selects no assets")
+    return sorted(chosen | {dg.AssetKey("warehouse")})
 
 
-def run_build(settings: BuildSettings, selection: str | None = None, progress: bool = True) -> BuildOutcome:
+def run_build(
+    settings: BuildSettings,
+    selection: str | None = None,
+    progress: bool = True,
+    executor: str = "in_process",
+    max_concurrent: int | None = None,
+) -> BuildOutcome:
+    """One Dagster run of the build job over all configured sources, recorded in the instance
+    at ``$DAGSTER_HOME``.
+
+    The configured sources are registered as the ``sources`` partitions (sources no longer
+    configured are removed) and the run covers them as one partition range, followed in the
+    same run by the unpartitioned downstream assets. ``executor`` is ``in_process`` (every step
+    in this process) or ``multiprocess`` (each step in its own process, at most
+    ``max_concurrent`` at once, default the CPU count); the ``duckdb_write`` pool keeps the
+    warehouse writer single either way.
+    """
     import dagster as dg
 
-    from .definitions import all_asset_checks, all_assets
-    from .resources import StemforgeSettings
+    from assets.ingest import all_sources_tags, source_partitions, sync_source_partitions
 
+    from .definitions import build_job_definition
+
+    if executor not in EXECUTORS:
+        raise ValueError(f"unknown executor {executor!r}; expected one of {', '.join(EXECUTORS)}")
     home = settings.data_home
     instance = dg.DagsterInstance.get()
-    result = dg.materialize(
-        [*all_assets, *all_asset_checks],
+    release_abandoned_runs(instance)
+    if live_build_runs(instance) == 0:  # nobody else is writing: leftovers are a killed build's
+        remove_stray_temporaries(home)
+    keys = sync_source_partitions(instance, settings.sources)
+    asset_selection = selected_asset_keys(selection)
+    tags = {"stemforge/command": "build", **process_tags()}
+    job_def = build_job_definition()
+    partitioned = {
+        key for key in job_def.asset_layer.asset_graph.get_all_asset_keys()
+        if job_def.asset_layer.asset_graph.get(key).partitions_def == source_partitions
+    }
+    if asset_selection is None or partitioned & set(asset_selection):
+        tags.update(all_sources_tags(keys))
+    if executor == "multiprocess":
+        execution = {
+            "multiprocess": {
+                "max_concurrent": max_concurrent or os.cpu_count() or 1,
+                # step processes fork from a server that has imported the definitions once
+                "start_method": {"forkserver": {"preload_modules": list(FORKSERVER_PRELOAD)}},
+            }
+        }
+    else:
+        execution = {"in_process": {}}
+    run_config = {
+        "resources": {"stemforge": {"config": resource_config(settings, progress)}},
+        "execution": {"config": execution},
+        "loggers": {"console": {"config": {"log_level": "INFO" if progress else "WARNING"}}},
+    }
+    result = dg.execute_job(
+        dg.reconstructable(build_job_definition),
         instance=instance,
-        resources={"stemforge": StemforgeSettings.from_settings(settings, progress=progress)},
-        selection=_selection(selection),
-        run_config={"loggers": {"console": {"config": {"log_level": "INFO" if progress else "WARNING"}}}},
+        run_config=run_config,
+        tags=tags,
         raise_on_error=False,
-        tags={"stemforge/command": "build"},
+        asset_selection=asset_selection,
     )
-    failed = [
-        event.step_key
-        for event in result.all_events
-        if event.is_step_failure and event.step_key
-    ]
+    failed = sorted(
+        {event.step_key for event in result.all_events if event.is_step_failure and event.step_key}
+    )
     return BuildOutcome(result.success, home, failed, build_summary(home, result.success, failed, result.run_id))
 
 

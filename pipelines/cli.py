@@ -19,6 +19,8 @@ DAGSTER_YAML = """\
 concurrency:
   pools:
     default_limit: 1   # duckdb_write: one warehouse writer at a time
+python_logs:
+  python_log_level: INFO   # step processes of the multiprocess executor log at this level
 telemetry:
   enabled: false
 """
@@ -63,7 +65,20 @@ def cmd_build(args: argparse.Namespace) -> int:
     prepare_instance(home)
     from .build import run_build
 
-    outcome = run_build(settings, selection=args.select, progress=not args.quiet)
+    from .build import SelectionError
+
+    if args.max_concurrent is not None and args.max_concurrent < 1:
+        raise CliError("--max-concurrent must be at least 1")
+    try:
+        outcome = run_build(
+            settings,
+            selection=args.select,
+            progress=not args.quiet,
+            executor=args.executor,
+            max_concurrent=args.max_concurrent,
+        )
+    except SelectionError as exc:
+        raise CliError(str(exc)) from None
     print(outcome.summary)
     return 0 if outcome.success else 1
 
@@ -196,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     def add_home(p):
         p.add_argument("--home", help="data home (default: $STEMFORGE_HOME, else ./stemforge-data)")
 
-    p = sub.add_parser("build", help="materialize the asset graph in-process")
+    p = sub.add_parser("build", help="materialize the asset graph (one run over all sources)")
     p.add_argument("--source", action="append", help="demo | http://HOST:PORT/ | stem-parquet:PATH | scienceqa:PATH | jsonl:PATH[?mapping] (repeatable)")
     add_home(p)
     p.add_argument("--select", help="a Dagster asset selection, e.g. group:ingest (the warehouse is always published)")
@@ -207,6 +222,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cap", type=int, default=BuildSettings.cap_per_skill, help="at most this many questions per skill")
     p.add_argument("--model", action="append", help="model spec to evaluate (repeatable; default: the floor baselines)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.add_argument(
+        "--executor",
+        choices=("in_process", "multiprocess"),
+        default="in_process",
+        help="run every step in this process (default) or each step in its own process",
+    )
+    p.add_argument("--max-concurrent", type=int, help="multiprocess: at most this many steps at once (default: CPU count)")
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("ui", help="start the Dagster UI and daemon on the same instance")
