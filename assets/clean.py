@@ -84,17 +84,19 @@ def latex_questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     )
 
 
-def _result(ok: bool, description: str, **metadata) -> dg.AssetCheckResult:
-    return dg.AssetCheckResult(passed=bool(ok), description=description, metadata=json_metadata(metadata))
+def _checked(name: str, stemforge: StemforgeSettings) -> dg.AssetCheckResult:
+    """Run the library check ``name`` (memoized on the files it reads) as an asset check."""
+    from pipelines.checks import run_check
+
+    outcome = run_check(name, stemforge.settings())
+    return dg.AssetCheckResult(
+        passed=outcome.passed, description=outcome.description, metadata=json_metadata(outcome.metadata)
+    )
 
 
 @dg.asset_check(asset=deduplicated_questions, blocking=True, description="No question identity is kept twice.")
 def no_identity_twice(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
-    from pipelines import stages
-
-    frame = stages.read_lake(stemforge.settings().data_home, "deduplicated")
-    repeated = frame.height - frame["question_id"].n_unique()
-    return _result(repeated == 0, f"{repeated} repeated question ids", repeated=repeated)
+    return _checked("no_identity_twice", stemforge)
 
 
 @dg.asset_check(
@@ -103,26 +105,9 @@ def no_identity_twice(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
     description="Every kept question has an image, 2-5 options and an answer in range.",
 )
 def kept_questions_are_valid(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
-    from pipelines import stages
-    import polars as pl
-
-    frame = stages.read_lake(stemforge.settings().data_home, "deduplicated").with_columns(
-        pl.coalesce(pl.col("choices").list.len(), pl.col("choice_images").list.len()).alias("_k")
-    )
-    no_image = frame.filter(pl.col("problem_image").is_null() & pl.col("choice_images").is_null()).height
-    bad_count = frame.filter((pl.col("_k") < 2) | (pl.col("_k") > 5)).height
-    bad_answer = frame.filter((pl.col("answer_idx") < -1) | (pl.col("answer_idx") >= pl.col("_k"))).height
-    ok = no_image == bad_count == bad_answer == 0
-    return _result(ok, "images, option counts and answers", no_image=no_image, bad_option_count=bad_count, answer_out_of_range=bad_answer)
+    return _checked("kept_questions_are_valid", stemforge)
 
 
 @dg.asset_check(asset=latex_questions, description="Every LaTeX span in the output parses.")
 def latex_is_valid(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
-    from pipelines import stages
-
-    from pipelines.latex import invalid_formulas
-
-    frame = stages.read_lake(stemforge.settings().data_home, "latex")
-    texts = frame["problem"].to_list() + [c for cs in frame["choices"].drop_nulls().to_list() for c in cs]
-    bad = [t for t in texts if invalid_formulas(t)]
-    return _result(not bad, f"{len(bad)} texts with invalid LaTeX", invalid=len(bad), examples=bad[:5])
+    return _checked("latex_is_valid", stemforge)

@@ -5,7 +5,7 @@ import dagster as dg
 from pipelines.resources import StemforgeSettings
 
 from ._meta import OWNERS, frame_metadata, json_metadata
-from .clean import _result, latex_questions
+from .clean import _checked, latex_questions
 from .ingest import raw_questions
 
 
@@ -86,72 +86,27 @@ def stem_export(stemforge: StemforgeSettings) -> dg.MaterializeResult:
 
 @dg.asset_check(asset=shuffled_questions, description="Answer positions are uniform for each number of options (chi-square, p >= 0.001).")
 def answer_position_uniform(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
-    from pipelines import stages
-
-    from pipelines.shuffle import answer_position_uniformity
-
-    results = answer_position_uniformity(stages.read_lake(stemforge.settings().data_home, "shuffled"))
-    worst = min((r.p_value for r in results if r.n >= 20), default=1.0)
-    return _result(
-        worst >= 0.001,
-        f"smallest p-value {worst:.4f}",
-        per_num_options={r.num_options: {"n": r.n, "counts": list(r.counts), "p": round(r.p_value, 4)} for r in results},
-    )
+    return _checked("answer_position_uniform", stemforge)
 
 
 @dg.asset_check(asset=shuffled_questions, blocking=True, description="The answer's text or image is unchanged by the shuffle.")
 def answer_content_unchanged(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
-    from pipelines import stages
-    import polars as pl
-
-    home = stemforge.settings().data_home
-    before = stages.read_lake(home, "latex").select("question_id", "choices", "choice_images", "answer_idx")
-    after = stages.read_lake(home, "shuffled").select("question_id", "choices", "choice_images", "answer_idx")
-
-    def answer_content(frame: pl.DataFrame) -> pl.DataFrame:
-        return frame.filter(pl.col("answer_idx") >= 0).select(
-            "question_id",
-            pl.coalesce(
-                pl.col("choices").list.get(pl.col("answer_idx"), null_on_oob=True),
-                pl.col("choice_images").list.get(pl.col("answer_idx"), null_on_oob=True),
-            ).alias("answer"),
-        )
-
-    joined = answer_content(before).join(answer_content(after), on="question_id", suffix="_after")
-    changed = joined.filter(pl.col("answer") != pl.col("answer_after")).height
-    return _result(changed == 0, f"{changed} answers changed", changed=changed, compared=joined.height)
+    return _checked("answer_content_unchanged", stemforge)
 
 
 @dg.asset_check(asset=questions, blocking=True, description="No duplicate group appears in two splits.")
 def no_split_leakage(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
-    from pipelines import stages
-
-    from pipelines.split import leakage
-
-    leaks = leakage(stages.read_lake(stemforge.settings().data_home, "questions"))
-    return _result(leaks.height == 0, f"{leaks.height} groups in more than one split", leaking_groups=leaks.height)
+    return _checked("no_split_leakage", stemforge)
 
 
 @dg.asset_check(asset=questions, description="Split proportions are within 3 points of the configured ratios overall.")
 def split_proportions(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
-    from pipelines import stages
-
-    settings = stemforge.settings()
-    frame = stages.read_lake(settings.data_home, "questions")
-    total = max(frame.height, 1)
-    wanted = dict(zip(("train", "valid", "test"), (settings.split_train, settings.split_valid, settings.split_test)))
-    norm = sum(wanted.values())
-    actual = {s: (frame["split"] == s).sum() / total for s in wanted}
-    off = {s: round(abs(actual[s] - wanted[s] / norm), 4) for s in wanted}
-    return _result(max(off.values()) <= 0.03 or frame.height < 100, "proportions vs ratios", actual=actual, deviation=off)
+    return _checked("split_proportions", stemforge)
 
 
 @dg.asset_check(asset=stem_export, blocking=True, description="The export satisfies the STEM release's invariants.")
 def export_invariants(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
-    from pipelines.export import check_release_invariants
-
-    problems = check_release_invariants(stemforge.settings().data_home.export)
-    return _result(not problems, f"{len(problems)} problems", problems=problems[:10])
+    return _checked("export_invariants", stemforge)
 
 
 @dg.asset(
