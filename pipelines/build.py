@@ -220,10 +220,20 @@ def run_build(
         raise_on_error=False,
         asset_selection=asset_selection,
     )
-    failed = sorted(
-        {event.step_key for event in result.all_events if event.is_step_failure and event.step_key}
-    )
+    failed = step_failures(result.all_events)
     return BuildOutcome(result.success, home, failed, build_summary(home, result.success, failed, result.run_id))
+
+
+def step_failures(events) -> list[str]:
+    """``step: one-line reason`` for every failed step of a run."""
+    reasons: dict[str, str] = {}
+    for event in events:
+        if event.is_step_failure and event.step_key and event.step_key not in reasons:
+            error = event.step_failure_data.error
+            root = error.cause or error if error else None
+            message = (root.message.strip().splitlines() or [""])[0] if root else "failed"
+            reasons[event.step_key] = f"{event.step_key}: {message}"
+    return [reasons[k] for k in sorted(reasons)]
 
 
 def build_summary(home: DataHome, success: bool, failed: list[str], run_id: str) -> str:
@@ -231,7 +241,8 @@ def build_summary(home: DataHome, success: bool, failed: list[str], run_id: str)
 
     lines = [f"stemforge build {'finished' if success else 'FAILED'} (run {run_id})"]
     if failed:
-        lines.append(f"failed steps: {', '.join(failed)}")
+        lines.append("failed steps:")
+        lines += [f"  {reason}" for reason in failed]
     try:
         def rows(sql):
             return run_query(home, sql).rows

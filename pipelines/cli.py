@@ -7,7 +7,6 @@ import csv
 import io
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -23,6 +22,8 @@ python_logs:
   python_log_level: INFO   # step processes of the multiprocess executor log at this level
 telemetry:
   enabled: false
+nux:
+  enabled: false   # no newsletter dialog over the asset graph
 """
 
 
@@ -199,7 +200,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
     command = [
         sys.executable, "-m", "dagster", "dev", "-w", str(workspace), "-h", args.host, "-p", str(args.port),
     ]
-    return subprocess.call(command, cwd=workspace.parent)
+    os.chdir(workspace.parent)
+    os.execv(sys.executable, command)  # signals reach dagster dev and its children directly
 
 
 # ---- parser --------------------------------------------------------------------------
@@ -281,6 +283,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("stemforge: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        from .lake import describe_os_error
+
+        print(f"stemforge: error: {describe_os_error(exc)}", file=sys.stderr)
+        return 1
     except Exception as exc:  # the last line of defence: one line, never a bare traceback
         if os.environ.get("STEMFORGE_DEBUG"):
             raise

@@ -89,7 +89,9 @@ def web_endpoint(spec: SourceSpec, settings: BuildSettings) -> Iterator[tuple[st
 
 def crawl_revalidate_mode(settings: BuildSettings) -> str:
     """How a build's crawl revalidates known pages: ``lastmod`` (default) or ``all``."""
-    return getattr(settings, "crawl_revalidate", "lastmod") or "lastmod"
+    if settings.crawl_revalidate not in ("lastmod", "all"):
+        raise ValueError(f"crawl_revalidate must be 'lastmod' or 'all', got {settings.crawl_revalidate!r}")
+    return settings.crawl_revalidate
 
 
 def crawl_web_source(spec: SourceSpec, settings: BuildSettings, home: DataHome, progress: bool = True) -> dict:

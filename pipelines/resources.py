@@ -22,6 +22,7 @@ class StemforgeSettings(dg.ConfigurableResource):
     demo_revision: int = BuildSettings.demo_revision
     crawl_rate_per_host: float = BuildSettings.crawl_rate_per_host
     crawl_concurrency: int = BuildSettings.crawl_concurrency
+    crawl_revalidate: str = BuildSettings.crawl_revalidate
     cap_per_skill: int = BuildSettings.cap_per_skill
     split_train: float = BuildSettings.split_train
     split_valid: float = BuildSettings.split_valid
@@ -44,6 +45,7 @@ class StemforgeSettings(dg.ConfigurableResource):
             demo_revision=settings.demo_revision,
             crawl_rate_per_host=settings.crawl_rate_per_host,
             crawl_concurrency=settings.crawl_concurrency,
+            crawl_revalidate=settings.crawl_revalidate,
             cap_per_skill=settings.cap_per_skill,
             split_train=settings.split_train,
             split_valid=settings.split_valid,
@@ -66,6 +68,7 @@ class StemforgeSettings(dg.ConfigurableResource):
             demo_revision=self.demo_revision,
             crawl_rate_per_host=self.crawl_rate_per_host,
             crawl_concurrency=self.crawl_concurrency,
+            crawl_revalidate=self.crawl_revalidate,
             cap_per_skill=self.cap_per_skill,
             split_train=self.split_train,
             split_valid=self.split_valid,

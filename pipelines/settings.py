@@ -36,6 +36,8 @@ class BuildSettings:
     crawl_rate_per_host: float = 200.0
     crawl_concurrency: int = 8
     crawl_timeout: float = 10.0
+    # "lastmod": a rebuild re-requests only pages whose sitemap lastmod changed; "all": every page
+    crawl_revalidate: str = "lastmod"
     # cleaning
     cap_per_skill: int = 2000
     # splitting
