@@ -12,6 +12,11 @@ particular site generates its content.
 
 Texts are returned as shown: HTML entities decoded, Unicode kept as is, inner white space
 kept, only ASCII white space around the element's text removed.
+
+Hostile markup stays linear-time: the tree builder closes the elements HTML closes
+implicitly (``li``, ``p``, ``tr``, ``td``/``th``, ``option``, ``dt``/``dd``), as browsers do, and a
+page nesting elements deeper than ``MAX_DEPTH`` is refused with a PageParseError (searches
+run per option cell over its subtree, so unbounded nesting would make them quadratic).
 """
 
 from __future__ import annotations
@@ -25,6 +30,28 @@ from urllib.parse import urljoin, urlsplit
 LAYOUTS = ("ixl", "proprofs", "triviaplaza")
 VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
 ASCII_WS = " \t\r\n\f"
+MAX_DEPTH = 256  # real quiz pages nest a few dozen elements
+# start tag -> (open elements it closes, elements that stop the search): HTML's implied end tags
+_TABLE_SECTIONS = frozenset({"thead", "tbody", "tfoot"})
+IMPLIED_END = {
+    "li": (frozenset({"li"}), frozenset({"ul", "ol", "menu", "table"})),
+    "dt": (frozenset({"dt", "dd"}), frozenset({"dl", "table"})),
+    "dd": (frozenset({"dt", "dd"}), frozenset({"dl", "table"})),
+    "tr": (frozenset({"tr"}), frozenset({"table"}) | _TABLE_SECTIONS),
+    "td": (frozenset({"td", "th"}), frozenset({"tr", "table"})),
+    "th": (frozenset({"td", "th"}), frozenset({"tr", "table"})),
+    "thead": (_TABLE_SECTIONS | {"tr"}, frozenset({"table"})),
+    "tbody": (_TABLE_SECTIONS | {"tr"}, frozenset({"table"})),
+    "tfoot": (_TABLE_SECTIONS | {"tr"}, frozenset({"table"})),
+    "option": (frozenset({"option"}), frozenset({"select", "datalist", "optgroup"})),
+}
+# block elements that close an open <p> (HTML's "close a p element in button scope")
+_CLOSES_P = frozenset(
+    "address article aside blockquote details dialog div dl fieldset figcaption figure footer form h1 h2 h3 h4 h5 "
+    "h6 header hgroup hr main menu nav ol p pre section table ul".split()
+)
+_CLOSES_P_TARGET = frozenset({"p"})
+_P_SCOPE = frozenset("applet button caption html table td th marquee object template".split())
 SUBJECT_NAMES = {"science": "science", "technology": "technology", "engineering": "engineering",
                  "math": "math", "mathematics": "math"}
 
@@ -124,12 +151,35 @@ class _TreeBuilder(HTMLParser):
         self.closed_html = False
 
     def handle_starttag(self, tag, attrs):
+        self._close_implied(tag)
         parent = self.stack[-1]
         node = Node(tag, {k: (v if v is not None else "") for k, v in attrs}, parent)
         parent.children.append(node)
         parent.kids.append(node)
         if tag not in VOID:
+            if len(self.stack) > MAX_DEPTH:
+                raise PageParseError(f"page nests elements more than {MAX_DEPTH} deep")
             self.stack.append(node)
+
+    def _close_implied(self, tag):
+        rule = IMPLIED_END.get(tag)
+        if rule is not None:
+            closes, stops = rule
+            self._close_open(closes, stops)
+        if tag in _CLOSES_P:
+            self._close_open(_CLOSES_P_TARGET, _P_SCOPE)
+
+    def _close_open(self, closes, stops):
+        """Close the outermost open element in ``closes`` above the nearest one in ``stops``."""
+        target = None
+        for depth in range(len(self.stack) - 1, 0, -1):
+            open_tag = self.stack[depth].tag
+            if open_tag in stops:
+                break
+            if open_tag in closes:
+                target = depth
+        if target is not None:
+            del self.stack[target:]
 
     def handle_startendtag(self, tag, attrs):
         parent = self.stack[-1]
@@ -157,9 +207,15 @@ def build_dom(html: str) -> tuple[Node, bool]:
     return b.root, b.closed_html
 
 
+_BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+
+
 def _decode(html: str | bytes) -> str:
     if isinstance(html, str):
         return html
+    for bom, encoding in _BOMS:  # a byte order mark overrides any declared charset, as in browsers
+        if html.startswith(bom):
+            return html[len(bom):].decode(encoding, "replace")
     head = html[:2048].decode("ascii", "replace").lower()
     m = re.search(r"charset=[\"']?([a-z0-9_-]+)", head)
     enc = m.group(1) if m else "utf-8"
@@ -248,8 +304,29 @@ def _img(url: str, node: Node | None) -> tuple[str | None, str | None]:
     return urljoin(url, src.strip(ASCII_WS)), node.attrs.get("alt", "")
 
 
+def _refuse_unclosed_crumbs(crumbs: Node | None, question: Node | None, layout: str) -> None:
+    """Breadcrumbs holding the question (left open) would take the skill from a later link."""
+    node = question
+    while crumbs is not None and node is not None:
+        if node is crumbs:
+            raise PageParseError(f"{layout} page has breadcrumbs that are not closed before the question")
+        node = node.parent
+
+
+def _refuse_nested(cells: list[Node], layout: str) -> None:
+    """Options inside options (unclosed tags) would give each option the text of the rest."""
+    ids = {id(c) for c in cells}
+    for cell in cells:
+        node = cell.parent
+        while node is not None:
+            if id(node) in ids:
+                raise PageParseError(f"{layout} page has options nested inside each other (unclosed tags)")
+            node = node.parent
+
+
 def _options(url: str, cells: list[Node], layout: str):
     """(texts or None, image urls or None, image alts or None) of option cells."""
+    _refuse_nested(cells, layout)
     imgs = [c.find("img") for c in cells]
     if all(i is not None for i in imgs):
         pairs = [_img(url, i) for i in imgs]
@@ -269,6 +346,7 @@ def _parse_ixl(url: str, dom: Node) -> list[ParsedQuestion]:
         subject, grade, skill = main.attrs.get("data-subject"), main.attrs.get("data-grade"), main.attrs.get("data-skill")
     if not (subject and skill):
         crumbs = dom.find("nav", "breadcrumbs")
+        _refuse_unclosed_crumbs(crumbs, area, "ixl")
         links = [a.attrs.get("href", "") for a in crumbs.find_all("a")] if crumbs else []
         if len(links) >= 3:
             subject, grade, skill = _last_segment(links[0]), _last_segment(links[1]), _last_segment(links[-1])
@@ -294,6 +372,7 @@ def _parse_ixl(url: str, dom: Node) -> list[ParsedQuestion]:
 
 def _parse_proprofs(url: str, dom: Node) -> list[ParsedQuestion]:
     crumbs = dom.find("div", "bread_crumb")
+    _refuse_unclosed_crumbs(crumbs, dom.find("table", "question_table"), "proprofs")
     links = crumbs.find_all("a") if crumbs else []
     if len(links) < 3:
         raise PageParseError("proprofs page without topic and quiz breadcrumbs")
@@ -335,6 +414,7 @@ def _parse_proprofs(url: str, dom: Node) -> list[ParsedQuestion]:
 
 def _parse_trivia(url: str, dom: Node) -> list[ParsedQuestion]:
     crumbs = dom.find("ul", "crumbs")
+    _refuse_unclosed_crumbs(crumbs, dom.find("article", "trivia-question"), "triviaplaza")
     links = crumbs.find_all("a") if crumbs else []
     if len(links) < 3:
         raise PageParseError("triviaplaza page without category and quiz breadcrumbs")
@@ -357,7 +437,7 @@ def _parse_trivia(url: str, dom: Node) -> list[ParsedQuestion]:
     for script in dom.find_all("script", type="application/ld+json"):
         try:
             data = json.loads(script.text())
-        except ValueError:
+        except (ValueError, RecursionError):
             raise PageParseError("triviaplaza page has malformed JSON-LD") from None
         for part in (data.get("hasPart") or []) if isinstance(data, dict) else []:
             acc = part.get("acceptedAnswer") if isinstance(part, dict) else None

@@ -11,7 +11,8 @@ Options are a list of texts (numbers are turned into text), or an object keyed b
 (``{"A": "...", "B": "..."}``, whose keys then name the options for letter answers), or a list
 of image paths under ``choice_images``. Image paths are relative to the file's folder and
 may not leave it. Blank lines are not records and are skipped; every other line yields
-one question or one quarantine entry keyed ``<file name>#<0-based line>``.
+one question or one quarantine entry keyed ``<file name>#<0-based line>`` (a line over
+``MAX_LINE_BYTES`` is quarantined unread).
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ DEFAULT_NAMES: dict[str, tuple[str, ...]] = {
 }
 FIELDS = tuple(DEFAULT_NAMES)
 SETTINGS = ("answer_format",)
+# Lines carry a question and image paths, never image bytes; a longer line is hostile or
+# broken and is quarantined without being held in memory.
+MAX_LINE_BYTES = 16 * 1024 * 1024
 _CONSTANT = re.compile(r"^'(.*)'$", re.DOTALL)
 _MISSING = object()
 
@@ -114,11 +118,28 @@ def iter_jsonl_records(spec: SourceSpec, images: ImageStore) -> Iterator[Record]
     return _iter_lines(spec.text, path, mapping, images)
 
 
+def _physical_lines(f, limit: int) -> Iterator[bytes | None]:
+    """The file's lines; None for a line longer than ``limit`` bytes (read past, never held whole)."""
+    while True:
+        line = f.readline(limit + 1)
+        if not line:
+            return
+        if len(line) > limit and not line.endswith(b"\n"):
+            while line and not line.endswith(b"\n"):
+                line = f.readline(1 << 20)
+            yield None
+        else:
+            yield line
+
+
 def _iter_lines(source: str, path: Path, mapping: JsonlMapping, images: ImageStore) -> Iterator[Record]:
     folder = path.parent
     with open(path, "rb") as f:
-        for line_no, raw in enumerate(f):
+        for line_no, raw in enumerate(_physical_lines(f, MAX_LINE_BYTES)):
             key = f"{path.name}#{line_no}"
+            if raw is None:
+                yield QuarantineEntry(source, key, STAGE, f"line {line_no + 1} is longer than {MAX_LINE_BYTES} bytes")
+                continue
             try:
                 text = raw.decode("utf-8-sig" if line_no == 0 else "utf-8")
             except UnicodeDecodeError as exc:

@@ -73,12 +73,26 @@ def find_shards(location: str | Path) -> list[Path]:
     shards = [p for p in folder.glob("*.parquet") if p.is_file() and not p.name.startswith(".")]
     if not shards:
         raise ImportSourceError(f"no .parquet shards in {folder}")
+    return _in_release_order(shards)
+
+
+def _in_release_order(shards: list[Path]) -> list[Path]:
     return sorted(shards, key=lambda p: (_SPLIT_ORDER.get(shard_split(p.name) or "", 3), p.name))
+
+
+def irregular_shards(location: str | Path) -> list[Path]:
+    """Entries named like shards that are not regular files (FIFOs, devices, dangling links):
+    never opened, but quarantined with a reason rather than skipped silently."""
+    path = Path(location)
+    if not path.is_dir():
+        return []
+    folder = path / "data" if (path / "data").is_dir() else path
+    return [p for p in folder.glob("*.parquet") if not p.is_file() and not p.is_dir() and not p.name.startswith(".")]
 
 
 def iter_stem_parquet_records(spec: SourceSpec, images: ImageStore) -> Iterator[Record]:
     shards = find_shards(spec.location)  # raises before iteration starts
-    return _iter_shards(spec.text, shards, images)
+    return _iter_shards(spec.text, _in_release_order(shards + irregular_shards(spec.location)), images)
 
 
 def _iter_shards(source: str, shards: list[Path], images: ImageStore) -> Iterator[Record]:
@@ -88,6 +102,10 @@ def _iter_shards(source: str, shards: list[Path], images: ImageStore) -> Iterato
 
 def _iter_shard(source: str, shard: Path, images: ImageStore) -> Iterator[Record]:
     name = shard.name
+    if not shard.is_file():  # opening a FIFO would block; a device could be endless
+        what = "a dangling link" if not shard.exists() else "not a regular file"
+        yield QuarantineEntry(source, name, STAGE, f"unreadable Parquet shard: {what}")
+        return
     try:
         parquet = pq.ParquetFile(shard)
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for broken files
@@ -155,6 +173,9 @@ def _row_record(source: str, key: str, values: dict[str, Any], split: str | None
 def _row_question(source: str, key: str, values: dict[str, Any], split: str | None, images: ImageStore) -> RawQuestion:
     choices, choices_pic = values["choices"], values["choices_pic"]
     problem_pic = values["problem_pic"]
+    for column, value in (("choices", choices), ("choices_pic", choices_pic)):
+        if value is not None and not isinstance(value, list):  # a wrong schema: iterating would split text or bytes
+            raise RecordProblem(f"{column} is {type(value).__name__}, expected a list")
     if (choices is None) == (choices_pic is None):
         state = "both are set" if choices is not None else "both are null"
         raise RecordProblem(f"release invariant violated: exactly one of choices / choices_pic must be set, {state}")
