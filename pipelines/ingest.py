@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
@@ -199,13 +200,21 @@ def ingest_stage_name(spec: SourceSpec) -> str:
     return f"ingest-{spec.slug}"
 
 
+def _is_regular_file(path: Path) -> bool:
+    """A regular file (through links): FIFOs, devices and dangling links are never read."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
 def _walk(folder: Path, exclude: Path) -> list[Path] | None:
     found: list[Path] = []
     for root, dirs, files in os.walk(folder):
         root_path = Path(root)
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and (root_path / d).resolve() != exclude)
         for name in sorted(files):
-            if not name.startswith("."):
+            if not name.startswith(".") and _is_regular_file(root_path / name):
                 found.append(root_path / name)
         if len(found) > MAX_WATCHED_FILES:
             return None

@@ -190,6 +190,12 @@ class QueryResult:
 
 def run_query(home: DataHome, sql: str, params: list[Any] | None = None) -> QueryResult:
     """Run one read-only query; errors become a one-line WarehouseError."""
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise WarehouseError(f"query failed: {str(exc).splitlines()[0]}") from None
+    if len(statements) != 1:
+        raise WarehouseError(f"give exactly one SQL statement, got {len(statements)}")
     con = connect_readonly(home)
     try:
         cur = con.execute(sql, params or [])

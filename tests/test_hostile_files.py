@@ -456,9 +456,6 @@ def _land_releasing_a_blocked_fifo(tmp_path: Path, spec_text: str, fifo: Path, s
     return blocked, result
 
 
-@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
-@pytest.mark.xfail(strict=True, reason="pipelines.ingest._walk and incremental.sha256_file open every file in a jsonl "
-                   "or scienceqa source's folder to fingerprint it, including FIFOs (blocks) and devices (endless)")
 def test_a_fifo_beside_a_jsonl_file_neither_blocks_nor_is_read(tmp_path):
     folder = tmp_path / "src"
     folder.mkdir()
