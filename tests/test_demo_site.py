@@ -9,6 +9,7 @@ import time
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
 from html.parser import HTMLParser
+from types import SimpleNamespace
 from urllib.parse import urljoin, urlsplit
 
 import pytest
@@ -481,3 +482,86 @@ def test_non_duplicates_look_different():
         orig = site.question(q.dup_of)
         for a, b in zip(q.images, orig.images):
             assert ph(a) - ph(b) <= 4
+
+
+def _page_images_close(a_specs, b_specs, signature) -> tuple[bool, bool, bool]:
+    """(bytes equal, hashes within 4 bits, thumbnails within 3.0) for two pages' images,
+    each over the closest one-to-one matching (the way dedup matches option images)."""
+    a, b = [signature(s) for s in a_specs], [signature(s) for s in b_specs]
+    assert len(a) == len(b) and a
+    from pipelines.dedup import hamming, thumbnail_distance
+
+    def pairing(dist):
+        left, worst = list(range(len(b))), 0
+        for x in a:
+            j = min(left, key=lambda j: dist(x, b[j]))
+            worst = max(worst, dist(x, b[j]))
+            left.remove(j)
+        return worst
+
+    same = pairing(lambda x, y: x[0] != y[0]) == 0
+    return same, pairing(lambda x, y: hamming(x[1], y[1])) <= 4, pairing(lambda x, y: thumbnail_distance(x[2], y[2])) <= 3.0
+
+
+def template_image_collisions(site: DemoSite, max_pairs: int | None = None) -> dict:
+    """Over templated siblings with another image and their originals: how many pairs have
+    byte-equal images, perceptual hashes within 4 bits, or 16x16 thumbnails within 3.0."""
+    from pipelines.dedup.phash import image_signature_bytes
+
+    cache: dict[str, tuple] = {}
+
+    def signature(spec):
+        if spec.key not in cache:
+            data = render_image(spec)
+            cache[spec.key] = (data, *image_signature_bytes(data))
+        return cache[spec.key]
+
+    counts = Counter()
+    for i in site.indices():
+        if site.role(i)[0] != "template":
+            continue
+        q = site.question(i)
+        if q.template_change != "image":
+            continue
+        same, hash_close, thumb_close = _page_images_close(q.images, site.question(q.template_of).images, signature)
+        counts["pairs"] += 1
+        counts["bytes_equal"] += same
+        counts["phash_close"] += hash_close
+        counts["thumbnail_close"] += thumb_close
+        if max_pairs is not None and counts["pairs"] >= max_pairs:
+            break
+    return {k: counts[k] for k in ("pairs", "bytes_equal", "phash_close", "thumbnail_close")}
+
+
+def test_templated_siblings_with_another_image_look_different():
+    """A sibling planted as 'same text, other image' must show something visibly different
+    (else, once crawled, it is the same question and dedup rightly merges it)."""
+    t0 = time.perf_counter()
+    counts = template_image_collisions(DemoSite(SiteConfig(seed=5, questions=40_000)), max_pairs=300)
+    assert counts["pairs"] == 300
+    assert counts == {"pairs": 300, "bytes_equal": 0, "phash_close": 0, "thumbnail_close": 0}
+    assert time.perf_counter() - t0 < 15
+
+
+def test_restyled_content_is_not_an_image_sibling():
+    """Siblings whose images differ only in fill colour or style seed are not planted as
+    'other image' templates; each sibling's answer is its own content's."""
+    from pipelines.demo_site.generator import _semantic_images
+
+    site = DemoSite(SiteConfig(seed=2, questions=8000))
+    seen = 0
+    for i in site.indices():
+        if site.role(i)[0] != "template":
+            continue
+        q = site.question(i)
+        if q.template_change != "image":
+            continue
+        o = site.question(q.template_of)
+        assert q.problem == o.problem
+
+        def shown(x):
+            return _semantic_images(SimpleNamespace(image=x.problem_image, options=list(x.choice_images or ())))
+
+        assert shown(q) != shown(o)
+        seen += 1
+    assert seen >= 50

@@ -272,7 +272,8 @@ def k_triangle(p):
         s = (150 - 10) / (150 - cy)
         cx, cy = ax + (cx - ax) * s, 10
         bx = ax + (bx - ax) * s
-    d.polygon([(ax, ay), (bx, by), (cx, cy)], fill=(230, 240, 255), outline=INK)
+    # a mid-tone fill: a pale one makes two different triangles nearly equal in grey thumbnails
+    d.polygon([(ax, ay), (bx, by), (cx, cy)], fill=(160, 200, 245), outline=INK)
     _text_c(d, (ax - 8, ay + 8), "A")
     _text_c(d, (bx + 8, by + 8), "B")
     _text_c(d, (cx, cy - 8 if cy > 14 else cy + 6), "C")
@@ -338,7 +339,13 @@ def k_coord(p):
     at = _plane(d, 180, lo, 6 if lo == 0 else 6)
     px, py = at(x, y)
     col = RGB[rng.choice(("red", "blue", "purple"))]
-    d.ellipse([px - 4, py - 4, px + 4, py + 4], fill=col)
+    # dashed guides to both axes: a point's position must show in a small grey thumbnail too
+    for ex, ey in (at(x, 0), at(0, y)):
+        steps = max(1, int(max(abs(ex - px), abs(ey - py)) // 4))
+        for j in range(0, steps, 2):
+            f0, f1 = j / steps, min(1.0, (j + 1) / steps)
+            d.line([(px + (ex - px) * f0, py + (ey - py) * f0), (px + (ex - px) * f1, py + (ey - py) * f1)], fill=col, width=2)
+    d.ellipse([px - 6, py - 6, px + 6, py + 6], fill=col)
     d.text((px + 6, py - 8), label, fill=col, font=font(12))
     return im
 
@@ -406,10 +413,15 @@ def k_square_model(p):
     return im
 
 
+# Pole colours far apart in grey level too (the usual red and blue have the same luminance,
+# so a grey thumbnail would tell the poles apart only by their small letters).
+POLE_FILL = {"N": (190, 30, 40), "S": (95, 165, 240)}
+
+
 def _magnet(d, x, y, w, h, poles):
     half = w // 2
     for j, pole in enumerate(poles):
-        col = RGB["red"] if pole == "N" else RGB["blue"]
+        col = POLE_FILL[pole]
         d.rectangle([x + j * half, y, x + (j + 1) * half, y + h], fill=col, outline=INK)
         _text_c(d, (x + j * half + half // 2, y + h // 2), pole, 16, (255, 255, 255))
 
@@ -713,9 +725,35 @@ def k_balance(p):
         d.line([(x, y), (x - 20, y + 30)], fill=INK)
         d.line([(x, y), (x + 20, y + 30)], fill=INK)
         d.arc([x - 28, y + 20, x + 28, y + 44], 0, 180, fill=INK, width=3)
-        d.ellipse([x - 12, y + 8, x + 12, y + 32], fill=RGB[rng.choice(("orange", "red", "green", "yellow"))], outline=INK)
+        _fruit(d, name, x, y + 22)
         _text_c(d, (x, y + 56), name, 12)
+    rng.next()
     return im
+
+
+# Each fruit has its own outline and a colour of its own grey level, so two balances that
+# hold the fruits the other way round look different, not only in their small labels.
+FRUIT_FILL = {"apple": (200, 30, 40), "orange": (245, 140, 20), "lemon": (245, 225, 60),
+              "pear": (120, 185, 60), "plum": (80, 30, 100), "peach": (250, 200, 175)}
+
+
+def _fruit(d, name, x, y):
+    col = FRUIT_FILL.get(name, RGB["gray"])
+    if name == "lemon":
+        d.ellipse([x - 17, y - 10, x + 17, y + 10], fill=col, outline=INK)
+    elif name == "pear":
+        d.ellipse([x - 7, y - 16, x + 7, y - 2], fill=col, outline=INK)
+        d.ellipse([x - 12, y - 6, x + 12, y + 12], fill=col, outline=INK)
+    elif name == "plum":
+        d.ellipse([x - 9, y - 12, x + 9, y + 10], fill=col, outline=INK)
+    elif name == "orange":
+        d.ellipse([x - 15, y - 15, x + 15, y + 13], fill=col, outline=INK)
+    else:
+        d.ellipse([x - 13, y - 13, x + 13, y + 11], fill=col, outline=INK)
+        if name == "peach":
+            d.arc([x - 10, y - 13, x + 4, y + 11], 300, 60, fill=INK, width=1)
+    if name in ("apple", "pear", "peach"):
+        d.line([(x, y - (16 if name == "pear" else 13)), (x + 2, y - 20)], fill=(90, 60, 30), width=2)
 
 
 def k_map(p):

@@ -60,6 +60,7 @@ SUBJECT_ORDER = ("science", "technology", "engineering", "math")
 EXACT_RATE = 0.03
 NEAR_RATE = 0.03
 TEMPLATE_RATE = 0.03
+TEMPLATE_IMAGE_ATTEMPTS = 4  # content redraws tried for an image-changed templated sibling
 TEXT_ONLY_RATE = 0.03
 ADD_RATE = 0.02
 REMOVE_RATE = 0.02
@@ -440,24 +441,31 @@ class DemoSite:
     def _template(self, slot: int, i: int, ref: int, version: int):
         root = self._content(slot, *self._rngs(ref, version))
         root_id = _identity(root)
+        root_shown = _semantic_images(root)
         first = "image" if hash64(self.config.seed, "tchange", i) & 1 else "options"
         for change in (first, "options" if first == "image" else "image"):
-            t, c, o = self._rngs(ref, version)
-            mine = self._rngs(i, 0)
-            if change == "image":
-                c = mine[1]
-            else:
-                o = mine[2]
-            content = self._content(slot, t, c, o)
-            if compose_text(content) != compose_text(root):
-                continue  # the text must stay the same for a templated sibling
-            if change == "options" and _image_keys(content) != _image_keys(root):
-                continue
-            if change == "image" and _semantic_images(content) == _semantic_images(root):
-                continue  # only restyled: the pictures must show something else
-            if _identity(content) != root_id:
-                return content, change
+            # an image change may redraw the content a few times: a draw that only restyles
+            # (same things, other colour or placement) is the same question, not a sibling
+            for attempt in range(TEMPLATE_IMAGE_ATTEMPTS if change == "image" else 1):
+                t, c, o = self._rngs(ref, version)
+                if change == "image":
+                    c = self._rngs(i, 0)[1] if attempt == 0 else self._template_content_rng(i, attempt)
+                else:
+                    o = self._rngs(i, 0)[2]
+                content = self._content(slot, t, c, o)
+                if compose_text(content) != compose_text(root):
+                    continue  # the text must stay the same for a templated sibling
+                if change == "options" and _image_keys(content) != _image_keys(root):
+                    continue
+                if change == "image" and _semantic_images(content) == root_shown:
+                    continue  # only restyled: the pictures must show something else
+                if _identity(content) != root_id:
+                    return content, change
         return None, None
+
+    def _template_content_rng(self, i: int, attempt: int) -> Rng:
+        d = hashlib.blake2b(f"{self.config.seed}|{i}|template-image|{attempt}".encode(), digest_size=8).digest()
+        return Rng(int.from_bytes(d, "little"))
 
     def _near(self, content: F.Content, i: int) -> str:
         prose = "".join(s for s in content.segs if s.__class__ is str)
@@ -526,9 +534,13 @@ def _image_keys(content: F.Content) -> tuple:
 
 
 def _semantic_images(content: F.Content) -> tuple:
-    """What the images show, ignoring the per-image style seed (the last parameter)."""
+    """What the images show, ignoring the style: the per-image seed (the last parameter) and
+    the fill colour (a top-level colour-name parameter; a question never asks about it)."""
     specs = ([content.image] if content.image is not None else []) + [x for x in content.options if isinstance(x, ImageSpec)]
-    return tuple(sorted(repr((s.kind, s.params[:-1])) for s in specs))
+    return tuple(sorted(repr((s.kind, tuple(p for p in s.params[:-1] if not (p.__class__ is str and p in _STYLE_COLOURS)))) for s in specs))
+
+
+_STYLE_COLOURS = frozenset(F.COLORS)
 
 
 def _identity(content: F.Content) -> tuple:
