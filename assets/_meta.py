@@ -1,8 +1,13 @@
 """Metadata helpers shared by the asset modules: row counts, schemas and previews."""
+
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
 import dagster as dg
+
+if TYPE_CHECKING:
+    import polars as pl
 
 OWNERS = ["team:stemforge"]
 

@@ -8,7 +8,7 @@ give the defaults the UI and the schedules use.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from .home import DataHome, resolve_home
 

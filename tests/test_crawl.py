@@ -673,7 +673,7 @@ def test_hostile_markup_and_patterns_stay_linear():
     assert parse_sitemap(b"<urlset>" + b"<url><loc>" * 200_000).pages == []
     rules = RobotsRules.parse("User-agent: *\nDisallow: /*a*a*a*a*a*a*a*a*a*a*a*a*b$\n", "bot")
     assert rules.allowed("http://h/" + "a" * 5000)
-    assert time.monotonic() - started < 5.0
+    assert time.monotonic() - started < 60.0  # catastrophic backtracking would take hours, not seconds
 
 
 def test_parse_retry_after():

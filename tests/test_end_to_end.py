@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import dagster as dg
-import polars as pl
 import pyarrow.parquet as pq
 import pytest
 

@@ -127,13 +127,13 @@ def test_markup_that_would_give_wrong_fields_is_refused_and_boms_are_honoured(de
         assert _shown(utf16) == _shown(original)
 
 
-def _time(page: str) -> float:
-    started = time.perf_counter()
+def _cpu_time(page: str) -> float:
+    started = time.process_time()
     try:
         parse_page("http://h/", page)
     except PageParseError:
         pass
-    return time.perf_counter() - started
+    return time.process_time() - started
 
 
 def _ixl(tiles: str) -> str:
@@ -165,12 +165,13 @@ PATHOLOGICAL = {
 def test_parsers_stay_linear_on_100k_options_and_links(name):
     make = PATHOLOGICAL[name]
     n = 100_000 if name in ("ixl-options", "links") else 30_000  # the others are the same work in other shapes
-    small_page = make(n // 10)
-    small = min(_time(small_page) for _ in range(2))
-    large = _time(make(n))
-    assert large < 15.0, f"{name}: {n} elements took {large:.1f} s"
-    # linear: about 10x (allocation and a loaded machine add some); quadratic would be about 100x
-    assert large < 40 * max(small, 0.05), f"{name}: 10x the input took {large / max(small, 1e-9):.0f}x the time"
+    small_page, large_page = make(n // 20), make(n)
+    small = min(_cpu_time(small_page) for _ in range(3))
+    large = min(_cpu_time(large_page) for _ in range(2))
+    assert large < 15.0, f"{name}: {n} elements took {large:.1f} s of CPU"
+    # linear: about 20x (allocation adds some); quadratic would be about 400x. CPU time, not
+    # wall time, so other work on the machine does not decide the verdict.
+    assert large < 100 * max(small, 0.02), f"{name}: 20x the input took {large / max(small, 1e-9):.0f}x the time"
 
 
 def test_unclosed_options_parse_like_closed_ones():

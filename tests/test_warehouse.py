@@ -3,7 +3,6 @@
 import multiprocessing as mp
 import time
 
-import duckdb
 import polars as pl
 import pytest
 
