@@ -885,7 +885,17 @@ _DEFAULT_CONVERTER = LatexConverter()
 
 def convert_text(text: str) -> LatexConversion:
     """Wrap every formula span of ``text`` in Mathpix-style ``\\( ... \\)``; prose is kept byte for byte."""
-    return _DEFAULT_CONVERTER.convert(text)
+    if not isinstance(text, str):
+        return _DEFAULT_CONVERTER.convert(text)
+    converted, formulas, changed, error = _convert_cached(text)
+    return LatexConversion(converted, list(formulas), changed, error)
+
+
+@lru_cache(maxsize=1 << 18)
+def _convert_cached(text: str) -> tuple[str, tuple[tuple[str, str], ...], bool, str | None]:
+    # quiz texts are templated: the same problem and option texts recur thousands of times
+    result = _DEFAULT_CONVERTER.convert(text)
+    return result.text, tuple(result.formulas), result.changed, result.error
 
 
 def convert_line(line: str) -> str:

@@ -25,28 +25,59 @@ def option_permutation(question_id: str, num_options: int, seed: int) -> list[in
     return perm
 
 
+def _permute(question_ids: list[str], num_options, answers, seed: int):
+    """``option_permutation`` of many questions at once (the same draws, vectorized per option
+    count), and each answer's new position (-1 stays -1)."""
+    import numpy as np
+
+    n = len(question_ids)
+    digests = b"".join(hashlib.sha256(f"shuffle:{seed}:{qid}".encode()).digest() for qid in question_ids)
+    draws = np.frombuffer(digests, dtype=">u8").reshape(n, 4).astype(np.uint64)
+    perms: list = [None] * n
+    new_answers = np.full(n, -1, dtype=np.int64)
+    for k in np.unique(num_options).tolist():
+        rows = np.flatnonzero(num_options == k)
+        perm = np.tile(np.arange(k, dtype=np.int64), (len(rows), 1))
+        at = np.arange(len(rows))
+        for step, i in enumerate(range(k - 1, 0, -1)):
+            if step < 4:
+                j = (draws[rows, step] % np.uint64(i + 1)).astype(np.int64)
+            else:  # past the digest's 32 bytes the draw is 0, as in option_permutation
+                j = np.zeros(len(rows), dtype=np.int64)
+            pi, pj = perm[at, i].copy(), perm[at, j].copy()
+            perm[at, i], perm[at, j] = pj, pi
+        answer = answers[rows]
+        known = answer >= 0
+        match = perm == answer[:, None]
+        lost = known & ~match.any(axis=1)
+        if lost.any():
+            r = int(rows[np.flatnonzero(lost)[0]])
+            raise ValueError(f"answer_idx {int(answers[r])} is not an option of question {question_ids[r]}")
+        new_answers[rows[known]] = match[known].argmax(axis=1)
+        for r, p in zip(rows.tolist(), perm.tolist()):
+            perms[r] = p
+    return perms, new_answers
+
+
 def shuffle_options(questions: pl.DataFrame, seed: int) -> pl.DataFrame:
     """Permute ``choices`` / ``choice_images``, remap ``answer_idx``, add ``permutation``.
 
     ``answer_idx`` of -1 (answer unknown) stays -1.
     """
-    ids = questions["question_id"].to_list()
-    texts = questions["choices"].to_list()
-    pics = questions["choice_images"].to_list()
-    answers = questions["answer_idx"].to_list()
-    new_texts, new_pics, new_answers, perms = [], [], [], []
-    for qid, text, pic, answer in zip(ids, texts, pics, answers):
-        options = text if text is not None else pic
-        perm = option_permutation(qid, len(options), seed)
-        perms.append(perm)
-        new_texts.append([text[p] for p in perm] if text is not None else None)
-        new_pics.append([pic[p] for p in perm] if pic is not None else None)
-        new_answers.append(perm.index(answer) if answer >= 0 else -1)
+    num_options = (
+        questions.select(pl.coalesce(pl.col("choices").list.len(), pl.col("choice_images").list.len()))
+        .to_series()
+        .to_numpy()
+    )
+    perms, new_answers = _permute(
+        questions["question_id"].to_list(), num_options, questions["answer_idx"].to_numpy(), seed
+    )
+    perm = pl.Series("permutation", perms, dtype=pl.List(pl.Int64))
     return questions.with_columns(
-        pl.Series("choices", new_texts, dtype=pl.List(pl.String)),
-        pl.Series("choice_images", new_pics, dtype=pl.List(pl.String)),
+        pl.col("choices").list.gather(perm),
+        pl.col("choice_images").list.gather(perm),
         pl.Series("answer_idx", new_answers, dtype=pl.Int64),
-        pl.Series("permutation", perms, dtype=pl.List(pl.Int64)),
+        perm,
     )
 
 

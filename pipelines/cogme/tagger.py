@@ -13,6 +13,7 @@ The rules are written for the ``stem`` taxonomy; other taxonomies are rejected.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -293,6 +294,18 @@ def _formula_has_variable(formula: str) -> bool:
 
 
 def _score(cues: Mapping[str, list[tuple[re.Pattern, float]]], text: str) -> dict[str, float]:
+    if cues is TARGET_CUES or cues is CONTENT_CUES:
+        # quiz texts are templated and repeat many times; the lexicon scan is the hot spot
+        return dict(_score_lexicon(cues is TARGET_CUES, text))
+    return _score_uncached(cues, text)
+
+
+@lru_cache(maxsize=1 << 17)
+def _score_lexicon(target: bool, text: str) -> tuple[tuple[str, float], ...]:
+    return tuple(_score_uncached(TARGET_CUES if target else CONTENT_CUES, text).items())
+
+
+def _score_uncached(cues: Mapping[str, list[tuple[re.Pattern, float]]], text: str) -> dict[str, float]:
     scores: dict[str, float] = {}
     for name, patterns in cues.items():
         total = 0.0
@@ -334,9 +347,30 @@ def evidence_of(row: Mapping[str, Any]) -> QuestionEvidence:
     )
 
 
+@lru_cache(maxsize=1 << 17)
 def _plain(text: str) -> str:
     """Text with formula spans replaced by a placeholder word, for the word rules."""
     return _FORMULA.sub(" FORMULA ", text)
+
+
+@lru_cache(maxsize=4096)
+def _skill_hints(skill_words: str, target: bool) -> tuple[str, ...]:
+    slug = skill_words.replace(" ", "-")
+    hints = SKILL_TARGET_HINTS if target else SKILL_CONTENT_HINTS
+    return tuple(name for hint, name in hints.items() if hint in slug)
+
+
+@lru_cache(maxsize=1 << 17)
+def _formula_kinds(text: str) -> tuple[bool, bool, bool]:
+    """(multi-step formula, one-step formula, equation to solve) among the text's formulas."""
+    formulas = _FORMULA.findall(text)
+    multi_step = any(
+        _formula_operators(f) >= 2 or (_formula_has_variable(f) and "=" in f and _formula_operators(f) >= 2)
+        for f in formulas
+    )
+    one_step = any(_formula_operators(f) >= 1 for f in formulas)
+    equation = any(_formula_has_variable(f) and "=" in f for f in formulas)
+    return multi_step, one_step, equation
 
 
 def classify_question(row: Mapping[str, Any], taxonomy: Taxonomy) -> tuple[list[str], list[str], str]:
@@ -351,9 +385,8 @@ def classify_question(row: Mapping[str, Any], taxonomy: Taxonomy) -> tuple[list[
     t_scores = _score(TARGET_CUES, question)
     for name, s in _score(TARGET_CUES, options).items():
         t_scores[name] = t_scores.get(name, 0.0) + 0.5 * s
-    for hint, name in SKILL_TARGET_HINTS.items():
-        if hint in ev.skill_words.replace(" ", "-"):
-            t_scores[name] = t_scores.get(name, 0.0) + 0.8
+    for name in _skill_hints(ev.skill_words, True):
+        t_scores[name] = t_scores.get(name, 0.0) + 0.8
     if ev.formulas:
         t_scores["Symbol/Formula"] = t_scores.get("Symbol/Formula", 0.0) + 2.5
     numbers_in_text = re.findall(r"(?<![\w.])\d+(?:[.,]\d+)?(?![\w:])", question)
@@ -374,9 +407,8 @@ def classify_question(row: Mapping[str, Any], taxonomy: Taxonomy) -> tuple[list[
 
     # ---- CONTENT ----
     c_scores = _score(CONTENT_CUES, question)  # the options rarely say what is asked
-    for hint, name in SKILL_CONTENT_HINTS.items():
-        if hint in ev.skill_words.replace(" ", "-"):
-            c_scores[name] = c_scores.get(name, 0.0) + 0.6
+    for name in _skill_hints(ev.skill_words, False):
+        c_scores[name] = c_scores.get(name, 0.0) + 0.6
     if options and all(re.fullmatch(r"\s*-?[\d.,:¢$%]+\s*(?:[a-z]+\s*){0,3}", o) for o in options.split("|")):
         c_scores["Quantity"] = c_scores.get("Quantity", 0.0) + 1.2
     if ev.formulas and re.search(r"=\s*$", ev.formulas[0].strip()):
@@ -389,12 +421,7 @@ def classify_question(row: Mapping[str, Any], taxonomy: Taxonomy) -> tuple[list[
     # ---- THINKING ----
     levels = ["Recall"]
     lowered = question.lower()
-    multi_step_formula = any(
-        _formula_operators(f) >= 2 or (_formula_has_variable(f) and "=" in f and _formula_operators(f) >= 2)
-        for f in _FORMULA.findall(ev.text)
-    )
-    one_step_formula = any(_formula_operators(f) >= 1 for f in _FORMULA.findall(ev.text))
-    equation_to_solve = any(_formula_has_variable(f) and "=" in f for f in _FORMULA.findall(ev.text))
+    multi_step_formula, one_step_formula, equation_to_solve = _formula_kinds(ev.text)
     word_problem = len(numbers_in_text) >= 2 and re.search(r"\b(?:how many|how much|what is|what time)\b", lowered)
 
     if GRASPING_STEMS.search(question):
