@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import dagster as dg
 
 from .settings import BuildSettings
@@ -23,11 +25,13 @@ class StemforgeSettings(dg.ConfigurableResource):
     crawl_rate_per_host: float = BuildSettings.crawl_rate_per_host
     crawl_concurrency: int = BuildSettings.crawl_concurrency
     crawl_revalidate: str = BuildSettings.crawl_revalidate
+    crawl_timeout: float = BuildSettings.crawl_timeout
     cap_per_skill: int = BuildSettings.cap_per_skill
     split_train: float = BuildSettings.split_train
     split_valid: float = BuildSettings.split_valid
     split_test: float = BuildSettings.split_test
     models: list[str] = list(BuildSettings.models)
+    eval_splits: list[str] = list(BuildSettings.eval_splits)
     bootstrap: int = BuildSettings.bootstrap
     taxonomy: str = BuildSettings.taxonomy
     manual_tags: str = BuildSettings.manual_tags
@@ -36,46 +40,15 @@ class StemforgeSettings(dg.ConfigurableResource):
 
     @classmethod
     def from_settings(cls, settings: BuildSettings, progress: bool = True) -> "StemforgeSettings":
-        return cls(
-            home=str(settings.data_home.root),
-            sources=list(settings.sources),
-            seed=settings.seed,
-            demo_questions=settings.demo_questions,
-            demo_faults=settings.demo_faults,
-            demo_revision=settings.demo_revision,
-            crawl_rate_per_host=settings.crawl_rate_per_host,
-            crawl_concurrency=settings.crawl_concurrency,
-            crawl_revalidate=settings.crawl_revalidate,
-            cap_per_skill=settings.cap_per_skill,
-            split_train=settings.split_train,
-            split_valid=settings.split_valid,
-            split_test=settings.split_test,
-            models=list(settings.models),
-            bootstrap=settings.bootstrap,
-            taxonomy=settings.taxonomy,
-            manual_tags=settings.manual_tags,
-            rows_per_shard=settings.rows_per_shard,
-            progress=progress,
-        )
+        values = {name: getattr(settings, name) for name in _shared_fields()}
+        values = {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+        return cls(**{**values, "home": str(settings.data_home.root)}, progress=progress)
 
     def settings(self) -> BuildSettings:
-        return BuildSettings(
-            home=self.home,
-            sources=tuple(self.sources),
-            seed=self.seed,
-            demo_questions=self.demo_questions,
-            demo_faults=self.demo_faults,
-            demo_revision=self.demo_revision,
-            crawl_rate_per_host=self.crawl_rate_per_host,
-            crawl_concurrency=self.crawl_concurrency,
-            crawl_revalidate=self.crawl_revalidate,
-            cap_per_skill=self.cap_per_skill,
-            split_train=self.split_train,
-            split_valid=self.split_valid,
-            split_test=self.split_test,
-            models=tuple(self.models),
-            bootstrap=self.bootstrap,
-            taxonomy=self.taxonomy,
-            manual_tags=self.manual_tags,
-            rows_per_shard=self.rows_per_shard,
-        )
+        values = {name: getattr(self, name) for name in _shared_fields()}
+        return BuildSettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+
+
+def _shared_fields() -> list[str]:
+    """The BuildSettings fields this resource carries (every one, checked by a test)."""
+    return [f.name for f in dataclasses.fields(BuildSettings) if f.name in StemforgeSettings.model_fields]

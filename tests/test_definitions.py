@@ -71,3 +71,15 @@ def test_definitions_import_fast_and_without_heavy_modules():
     elapsed, heavy = out.stdout.split()[0], out.stdout.split()[1:] 
     assert float(elapsed) < 1.0
     assert heavy == []
+
+
+def test_the_resource_carries_every_build_setting():
+    import dataclasses
+
+    from pipelines.resources import StemforgeSettings
+    from pipelines.settings import BuildSettings
+
+    missing = {f.name for f in dataclasses.fields(BuildSettings)} - set(StemforgeSettings.model_fields)
+    assert missing == set()
+    custom = BuildSettings(home="/tmp/x", sources=("demo", "jsonl:/a"), seed=3, models=("random",), crawl_timeout=3.0)
+    assert StemforgeSettings.from_settings(custom).settings() == custom
