@@ -145,6 +145,6 @@ def run_check(name: str, settings: BuildSettings) -> CheckOutcome:
         inputs=CHECK_INPUTS[name](home),
         settings={"split": [settings.split_train, settings.split_valid, settings.split_test]}
         if name == "split_proportions" else None,
-        code=("checks.py",),
+        code=("checks.py", "shuffle.py", "split.py", "latex.py", "export.py"),
     )
     return CheckOutcome(bool(figures["passed"]), figures["description"], dict(figures.get("metadata") or {}))

@@ -160,3 +160,13 @@ def test_cap_keeps_a_deterministic_subset_and_quarantines_the_rest():
     assert over["reason"][0] == "skill over the cap of 10 questions"
     with pytest.raises(ValueError):
         cap_per_skill(frame, cap=0)
+
+
+@pytest.mark.parametrize("dof", [1, 2, 3, 4, 5, 7])
+@pytest.mark.parametrize("statistic", [0.0, 0.3, 1.0, 2.5, 7.8, 15.0, 40.0])
+def test_chi_square_tail_matches_scipy(dof, statistic):
+    from scipy.stats import chi2
+
+    from pipelines.shuffle import chi_square_sf
+
+    assert chi_square_sf(statistic, dof) == pytest.approx(chi2.sf(statistic, dof), rel=1e-9, abs=1e-15)
