@@ -479,3 +479,52 @@ def test_thumbnails_separate_look_alike_drawings_that_the_hash_confuses():
     strict_kept, strict_dups, _ = _by_key(deduplicate(_frame(rows), same_hash, DedupConfig(), thumbs))
     assert set(loose) == {"c1"}
     assert set(strict_kept) == {"c1", "c3"} and json.loads(strict_dups["c2"]["evidence"])["thumbnail"] < 3.0
+
+
+def test_chunked_pair_generation_equals_all_pairs_at_once():
+    from pipelines.dedup.image_index import iter_pairs_within_groups, pairs_within_groups
+
+    rng = np.random.default_rng(3)
+    sizes = rng.integers(1, 12, 200)
+    starts = np.r_[0, np.cumsum(sizes)[:-1]]
+    members = rng.permutation(int(sizes.sum())).astype(np.int64)
+    whole = pairs_within_groups(members, starts, sizes)
+    for max_pairs in (1, 5, 1 << 20):
+        parts = list(iter_pairs_within_groups(members, starts, sizes, max_pairs))
+        if max_pairs == 1:
+            assert len(parts) == sum(1 for z in sizes if z > 1)  # one group per chunk
+        chunked = np.column_stack([np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts])])
+        assert np.array_equal(chunked, whole)
+
+
+def test_dedup_result_does_not_depend_on_the_pair_chunk_size(monkeypatch):
+    import pipelines.dedup.dedup as dedup_module
+
+    rng = np.random.default_rng(11)
+    hashes = {f"img{i}": int(v) for i, v in enumerate(rng.integers(0, 2**63, 40, dtype=np.int64))}
+    for i in range(40):
+        hashes[f"img{i}_jpeg"] = hashes[f"img{i}"] ^ (1 << int(rng.integers(0, 64)))
+    rows = []
+    for i in range(400):
+        pick = int(rng.integers(0, 40))
+        image = f"img{pick}" + ("_jpeg" if rng.random() < 0.5 else "")
+        kind = i % 3
+        if kind == 0:  # problem image, text options
+            rows.append(_q(f"q{i:04d}", f"How many stars are there? ({pick % 4})", image, ["1", "2", "3"],
+                           answer=int(rng.integers(0, 3))))
+        elif kind == 1:  # image options
+            pics = [f"img{(pick + k) % 40}" + ("_jpeg" if rng.random() < 0.3 else "") for k in range(3)]
+            rows.append(_q(f"q{i:04d}", "Which one is a star?", None, None, pics, answer=int(rng.integers(0, 3))))
+        else:  # text only
+            rows.append(_q(f"q{i:04d}", f"What is {pick % 5} + {pick % 3} on the number line today?", None,
+                           [str(pick % 7), "9"], answer=int(rng.integers(0, 2))))
+    frame = _frame(rows)
+    config = DedupConfig(max_block=6)
+    reference = deduplicate(frame, hashes, config)
+    assert reference.duplicates.height > 0 and reference.quarantine.height > 0
+    for chunk in (1, 3):
+        monkeypatch.setattr(dedup_module, "_PAIR_CHUNK", chunk)
+        result = deduplicate(frame, hashes, config)
+        assert result.kept.equals(reference.kept)
+        assert result.duplicates.equals(reference.duplicates)
+        assert result.quarantine.equals(reference.quarantine)

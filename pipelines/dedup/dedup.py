@@ -49,7 +49,7 @@ from typing import Mapping
 import numpy as np
 import polars as pl
 
-from .image_index import band_layout, pairs_within_groups, unique_pairs
+from .image_index import band_layout, iter_pairs_within_groups
 from .minhash import LshParams, MinHasher, band_keys, splitmix64
 from .normalize import math_tokens, normalize_text
 from .phash import thumbnail_distance
@@ -59,6 +59,7 @@ REASON_CONFLICT = "conflicting answers for the same question"
 REASON_NEAR_CONFLICT = "near duplicate with a conflicting answer"
 _U64 = np.uint64
 _NO_HASH = np.uint64(0xFFFFFFFFFFFFFFFF)
+_PAIR_CHUNK = 1 << 18  # candidate pairs generated and filtered at a time
 
 DUPLICATES_SCHEMA = {
     "source": pl.String,
@@ -483,36 +484,52 @@ def _near_groups(q: _Questions, reps: np.ndarray, rank: np.ndarray, config: Dedu
 
     keys = np.concatenate(key_parts) if key_parts else np.empty(0, dtype=np.uint64)
     rows = np.concatenate(row_parts) if row_parts else np.empty(0, dtype=np.int64)
-    pairs = _block_pairs(keys, rows, text_bands, config.max_block)
-    if not len(pairs):
-        return {}, {}, {}
-    pairs = unique_pairs(pairs, m)
+    del key_parts, row_parts
 
     # ---- vectorized confirmation: cheap checks first, MinHash Jaccard last ------------------
-    a, b = pairs[:, 0], pairs[:, 1]
-    keep = exact_key[a] == exact_key[b]
-    a, b = a[keep], b[keep]
-    both_hash = has_prob_hash[a] & has_prob_hash[b]
-    dist = np.where(both_hash, np.bitwise_count(prob_hash[a] ^ prob_hash[b]).astype(np.int64), -1)
-    keep = np.where(both_hash, dist <= t, True)
-    a, b, both_hash, dist = a[keep], b[keep], both_hash[keep], dist[keep]
-    keep = both_hash | (image_id[a] == image_id[b])  # absent or unhashed images: identical only
-    a, b, dist = a[keep], b[keep], dist[keep]
-    if opt_hash_all is not None:
-        # every option of one needs an option of the other within t bits (greedy check later);
-        # first option 0 alone, which rejects almost every templated pair cheaply
-        with_opts = opt_present[a, 0]
-        d0 = np.bitwise_count(opt_hash_all[a, 0][:, None] ^ opt_hash_all[b]).astype(np.int64)
-        d0 = np.where(opt_present[b], d0, 99).min(axis=1)
-        keep = ~with_opts | (d0 <= t)
+    def cheap_checks(a: np.ndarray, b: np.ndarray):
+        """The pairs (a, b) with equal exact keys and problem/option hashes within t bits, and
+        each one's problem-image Hamming distance (-1: no hashed problem images). Text
+        similarity, thumbnails and the one-to-one option matching are checked later."""
+        keep = exact_key[a] == exact_key[b]
+        a, b = a[keep], b[keep]
+        both_hash = has_prob_hash[a] & has_prob_hash[b]
+        dist = np.where(both_hash, np.bitwise_count(prob_hash[a] ^ prob_hash[b]).astype(np.int64), -1)
+        keep = np.where(both_hash, dist <= t, True)
+        a, b, both_hash, dist = a[keep], b[keep], both_hash[keep], dist[keep]
+        keep = both_hash | (image_id[a] == image_id[b])  # absent or unhashed images: identical only
         a, b, dist = a[keep], b[keep], dist[keep]
-        ha, hb = opt_hash_all[a], opt_hash_all[b]
-        d = np.bitwise_count(ha[:, :, None] ^ hb[:, None, :]).astype(np.int64)
-        d = np.where(opt_present[a][:, :, None] & opt_present[b][:, None, :], d, 99)
-        worst = np.maximum(d.min(axis=2).max(axis=1, initial=0, where=opt_present[a]),
-                           d.min(axis=1).max(axis=1, initial=0, where=opt_present[b]))
-        keep = (opt_count[a] == 0) | (worst <= t)
-        a, b, dist = a[keep], b[keep], dist[keep]
+        if opt_hash_all is not None:
+            # every option of one needs an option of the other within t bits (greedy check
+            # later); first option 0 alone, which rejects almost every templated pair cheaply
+            with_opts = opt_present[a, 0]
+            d0 = np.bitwise_count(opt_hash_all[a, 0][:, None] ^ opt_hash_all[b]).astype(np.int64)
+            d0 = np.where(opt_present[b], d0, 99).min(axis=1)
+            keep = ~with_opts | (d0 <= t)
+            a, b, dist = a[keep], b[keep], dist[keep]
+            ha, hb = opt_hash_all[a], opt_hash_all[b]
+            d = np.bitwise_count(ha[:, :, None] ^ hb[:, None, :]).astype(np.int64)
+            d = np.where(opt_present[a][:, :, None] & opt_present[b][:, None, :], d, 99)
+            worst = np.maximum(d.min(axis=2).max(axis=1, initial=0, where=opt_present[a]),
+                               d.min(axis=1).max(axis=1, initial=0, where=opt_present[b]))
+            keep = (opt_count[a] == 0) | (worst <= t)
+            a, b, dist = a[keep], b[keep], dist[keep]
+        return a, b, dist
+
+    # Blocks overlap (one pair can share several bands), so pairs repeat across chunks; each
+    # chunk is filtered before it is kept, packed as a * m + b, and the survivors de-duplicated
+    # once. The checks depend on the pair alone, so filtering before or after is the same.
+    packed_parts = []
+    for a, b in _block_pairs(keys, rows, text_bands, config.max_block):
+        a, b, _ = cheap_checks(a, b)
+        packed_parts.append(a * np.int64(m) + b)
+    packed = np.concatenate(packed_parts) if packed_parts else np.empty(0, dtype=np.int64)
+    del packed_parts
+    if not len(packed):
+        return {}, {}, {}
+    packed = np.unique(packed)
+    a, b, dist = cheap_checks(packed // m, packed % m)
+    del packed
     jacc = np.ones(len(a), dtype=np.float64)
     differ = np.flatnonzero(text_idx[a] != text_idx[b])
     if len(differ):
@@ -575,16 +592,18 @@ def _near_groups(q: _Questions, reps: np.ndarray, rank: np.ndarray, config: Dedu
     return head_of_rep, evidence_of_rep, conflicts
 
 
-def _block_pairs(keys: np.ndarray, rows: np.ndarray, text_bands: np.ndarray, max_block: int) -> np.ndarray:
-    """Candidate pairs of rows sharing a key; blocks above max_block are split by text LSH bands."""
+def _block_pairs(keys: np.ndarray, rows: np.ndarray, text_bands: np.ndarray, max_block: int):
+    """Candidate pairs (smaller, larger) of rows sharing a key, in chunks; blocks above
+    max_block are split by text LSH bands. Pairs repeat when rows share several keys."""
     if not len(keys):
-        return np.empty((0, 2), dtype=np.int64)
+        return
     order = np.argsort(keys, kind="stable")
     k, r = keys[order], rows[order]
+    del order
     starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
     sizes = np.diff(np.r_[starts, len(k)])
     small = sizes <= max_block
-    out = [pairs_within_groups(r, starts[small], sizes[small])]
+    yield from iter_pairs_within_groups(r, starts[small], sizes[small], _PAIR_CHUNK)
     big = np.flatnonzero(~small)
     if len(big):
         member_pos = np.concatenate([np.arange(s, s + z) for s, z in zip(starts[big], sizes[big])])
@@ -599,5 +618,4 @@ def _block_pairs(keys: np.ndarray, rows: np.ndarray, text_bands: np.ndarray, max
         sk, sr = sk[o], sr[o]
         s2 = np.flatnonzero(np.r_[True, sk[1:] != sk[:-1]])
         z2 = np.diff(np.r_[s2, len(sk)])
-        out.append(pairs_within_groups(sr, s2, z2))
-    return np.concatenate(out)
+        yield from iter_pairs_within_groups(sr, s2, z2, _PAIR_CHUNK)
