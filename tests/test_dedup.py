@@ -29,7 +29,7 @@ from pipelines.dedup import (
     shingle_hashes,
 )
 from pipelines.dedup.minhash import LshParams, estimated_jaccard
-from pipelines.dedup.phash import hashes_of_pixels, phash_image, phash_many
+from pipelines.dedup.phash import PhashError, hashes_of_pixels, phash_image, phash_many
 from pipelines.records import RAW_QUESTION_SCHEMA
 
 
@@ -201,15 +201,63 @@ def test_phash_matches_the_reference_algorithm_on_png():
     for seed in range(6):
         im = _drawing(seed)
         data = _encode(im, "PNG")
-        assert phash_bytes(data) == _reference_phash(Image.open(io.BytesIO(data)))
+        assert phash_bytes(data, fast=False) == _reference_phash(Image.open(io.BytesIO(data)))
         assert phash_image(Image.open(io.BytesIO(data))) == _reference_phash(im)
 
 
-def test_phash_matches_imagehash_when_installed():
+def test_exact_path_matches_imagehash():
     import imagehash  # the bench extra, installed by `make test`
     for seed in range(4):
-        data = _encode(_drawing(seed), "PNG")
-        assert phash_bytes(data) == int(str(imagehash.phash(Image.open(io.BytesIO(data)))), 16)
+        for fmt in ("PNG", "JPEG"):
+            data = _encode(_drawing(seed), fmt)
+            assert phash_bytes(data, fast=False) == int(str(imagehash.phash(Image.open(io.BytesIO(data)))), 16)
+
+
+def test_fast_path_stays_within_a_few_bits_of_imagehash():
+    import imagehash
+    for seed in range(8):
+        for fmt in ("PNG", "JPEG"):
+            data = _encode(_drawing(seed), fmt)
+            reference = int(str(imagehash.phash(Image.open(io.BytesIO(data)))), 16)
+            assert (phash_bytes(data) ^ reference).bit_count() <= 6
+
+
+def _png_modes():
+    """(label, PNG bytes, whether libspng decodes it) for each kind of PNG a site may serve."""
+    rgb = _drawing(3)
+    shaded = Image.blend(rgb, Image.radial_gradient("L").resize(rgb.size).convert("RGB"), 0.5)
+    palette = shaded.convert("P", palette=Image.Palette.ADAPTIVE, colors=200)  # 8-bit indices
+    rgba = rgb.convert("RGBA")
+    rgba.putalpha(Image.linear_gradient("L").resize(rgb.size))
+    yield "RGB", _encode(rgb, "PNG"), True
+    yield "RGBA", _encode(rgba, "PNG"), True
+    yield "L", _encode(rgb.convert("L"), "PNG"), True
+    yield "LA", _encode(rgba.convert("LA"), "PNG"), True
+    yield "P", _encode(palette, "PNG"), True
+    yield "P with tRNS", _encode(palette, "PNG", transparency=0), True
+    yield "P 4-bit", _encode(rgb.convert("P", palette=Image.Palette.ADAPTIVE, colors=16), "PNG"), False
+    yield "I;16", _encode(rgb.convert("I").point(lambda v: v * 200).convert("I;16"), "PNG"), False
+    yield "1-bit", _encode(rgb.convert("1"), "PNG"), False
+
+
+def test_libspng_decoding_gives_pillows_pixels_in_every_png_mode():
+    from pipelines.dedup.phash import _png_via_spng, _small_gray
+
+    for label, data, by_spng in _png_modes():
+        pillow = _small_gray(Image.open(io.BytesIO(data)), fast=False)
+        via_spng = _png_via_spng(data)
+        assert (via_spng is not None) == by_spng, label
+        if via_spng is not None:
+            assert np.array_equal(_small_gray(via_spng, fast=False), pillow), label
+        assert phash_bytes(data, fast=False) == _reference_phash(Image.open(io.BytesIO(data))), label
+
+
+def test_corrupt_png_gets_pillows_one_line_error():
+    data = _encode(_drawing(1), "PNG")
+    broken = data[:60] + bytes(len(data) - 60)
+    with pytest.raises(PhashError, match=r"^cannot hash image: \w+") as err:
+        phash_bytes(broken)
+    assert "\n" not in str(err.value)
 
 
 def test_reencoded_and_resized_images_are_near_and_others_far():
@@ -224,7 +272,9 @@ def test_reencoded_and_resized_images_are_near_and_others_far():
             assert (png[i] ^ png[j]).bit_count() > 10
 
 
-def test_batched_files_equal_single_hashes(tmp_path):
+@pytest.mark.parametrize("images_per_worker", [1, 256])  # 1: worker processes; 256: in process
+def test_batched_files_equal_single_hashes(tmp_path, monkeypatch, images_per_worker):
+    monkeypatch.setattr("pipelines.dedup.phash.MIN_IMAGES_PER_WORKER", images_per_worker)
     paths, expected = [], []
     for seed in range(10):
         fmt, ext = ("JPEG", "jpg") if seed % 2 else ("PNG", "png")
@@ -253,6 +303,20 @@ def test_phash_of_bad_bytes_is_a_one_line_error(tmp_path):
     bad.write_bytes(b"\x89PNG\r\n\x1a\nbroken")
     with pytest.raises(PhashError, match="bad.png"):
         phash_files([bad])
+
+
+def test_a_bad_file_fails_the_batch_with_its_name_from_a_worker_process(tmp_path, monkeypatch):
+    monkeypatch.setattr("pipelines.dedup.phash.MIN_IMAGES_PER_WORKER", 1)
+    paths = []
+    for seed in range(6):
+        path = tmp_path / f"{seed}.png"
+        path.write_bytes(_encode(_drawing(seed), "PNG"))
+        paths.append(path)
+    paths[4].write_bytes(paths[4].read_bytes()[:80])  # truncated
+    with pytest.raises(PhashError, match=r"cannot hash .*4\.png"):
+        phash_files(paths, workers=2)
+    with pytest.raises(PhashError, match="missing.png"):
+        phash_files([*paths[:4], tmp_path / "missing.png"], workers=2)
 
 
 # ---- deduplicate -------------------------------------------------------------------------

@@ -5,25 +5,40 @@ coefficients, bit = coefficient > median of those 64, packed row-major with the 
 coefficient as the most significant bit. This is bit-for-bit the layout of
 ``int(str(imagehash.phash(img)), 16)``.
 
-``phash_files`` / ``phash_many`` are the fast path: images are decoded and resized in a
-thread pool (Pillow releases the GIL while decoding and resampling), JPEGs are decoded at a
-reduced scale straight to grayscale with ``Image.draft`` (DCT-domain downscaling, so a JPEG's
-bits can differ from imagehash's by a few positions), and the DCT runs as two matrix products
-over the whole batch. PNG/GIF/BMP/WEBP take exactly imagehash's pixel path. One documented difference: a
-coefficient that is zero in exact arithmetic (symmetric, sparse or blank drawings) is float
-noise of about 1e-12 in imagehash (scipy's FFT), so its bit there is arbitrary; we round the
-coefficients to 1e-6 first, which makes those bits deterministic (0) on every machine.
+Two pixel paths lead to the 32x32 input:
+- exact (``fast=False``): imagehash's own, Pillow's Lanczos over the full-size grayscale
+  image; the bits equal imagehash's.
+- fast (the default): first shrink to the smallest size still at least twice the hash input,
+  JPEGs in the DCT domain while decoding (``Image.draft``), other images by a box filter
+  (Pillow's ``reducing_gap=2``), then the same Lanczos. Shrinking is what an image pyramid
+  does before a high-quality resize; the bits differ from imagehash's in a few positions on
+  some images (see ``bench/imagehash_speed.py``), and re-encoded or resized copies stay as
+  close to their originals as on the exact path (``bench/dedup.py`` calibration).
+On both paths 8-bit PNGs are inflated by libspng (``pyspng``: the same pixels as Pillow's
+decoder in about 60% of its time); anything else, and any PNG libspng rejects, is decoded by
+Pillow, which also words the error for a corrupt file.
+
+``phash_files`` / ``image_signatures`` / ``phash_many`` decode in worker processes (decoding
+and resizing a small picture is mostly C code that holds the GIL, so threads do not scale),
+in contiguous slices, and run the DCT as two matrix products over the whole batch.
+
+One documented difference from imagehash on both paths: a coefficient that is zero in exact
+arithmetic (symmetric, sparse or blank drawings) is float noise of about 1e-12 in imagehash
+(scipy's FFT), so its bit there is arbitrary; we round the coefficients to 1e-6 first, which
+makes those bits deterministic (0) on every machine.
 """
 
 from __future__ import annotations
 
 import io
 import os
-from concurrent.futures import ThreadPoolExecutor
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
+import pyspng
 from PIL import Image
 
 HASH_SIZE = 8
@@ -41,28 +56,58 @@ class PhashError(ValueError):
     """An image could not be hashed; the message says which and why."""
 
 
-def _small_gray(im: Image.Image, fast_jpeg: bool) -> np.ndarray:
-    if fast_jpeg and im.format == "JPEG":
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# IHDR colour type -> libspng output format. Palettes are expanded to RGB and gray+alpha to
+# RGBA (libspng has no gray+alpha output); Pillow's conversions of those to "L" give the
+# same pixels as its own decoding would.
+_SPNG_FORMATS = {0: "L", 2: "RGB", 3: "RGB", 4: "RGBA", 6: "RGBA"}
+
+
+def _png_via_spng(data: bytes) -> Image.Image | None:
+    """An 8-bit PNG decoded by libspng, as a Pillow image; None when Pillow should decode it.
+
+    Transparency is left out, as Pillow's conversion to grayscale ignores it.
+    """
+    if len(data) < 33 or not data.startswith(_PNG_SIGNATURE) or data[12:16] != b"IHDR" or data[24] != 8:
+        return None
+    spng_format = _SPNG_FORMATS.get(data[25])
+    if spng_format is None:
+        return None
+    try:
+        pixels = pyspng.load(data, spng_format)
+    except Exception:  # libspng refuses: let Pillow decode it or word the error
+        return None
+    return Image.fromarray(pixels)
+
+
+def _small_gray(im: Image.Image, fast: bool) -> np.ndarray:
+    if fast and im.format == "JPEG":
         # Decode at the smallest 1/2^k scale that is still at least 2x the target, in grayscale.
         im.draft("L", (IMG_SIZE * 2, IMG_SIZE * 2))
-    small = im.convert("L").resize((IMG_SIZE, IMG_SIZE), Image.Resampling.LANCZOS)
-    return np.asarray(small, dtype=np.float64)
+    small = im.convert("L").resize(
+        (IMG_SIZE, IMG_SIZE), Image.Resampling.LANCZOS, reducing_gap=2.0 if fast else None
+    )
+    return np.asarray(small, dtype=np.uint8)
 
 
-def _pixels_of_bytes(data: bytes, fast_jpeg: bool = True) -> np.ndarray:
+def _pixels_of_bytes(data: bytes, fast: bool = True, name: str = "image") -> np.ndarray:
+    """The 32x32 uint8 hash input of encoded image bytes."""
     try:
+        decoded = _png_via_spng(data)
+        if decoded is not None:
+            return _small_gray(decoded, fast)
         with Image.open(io.BytesIO(data)) as im:
-            return _small_gray(im, fast_jpeg)
+            return _small_gray(im, fast)
     except Exception as exc:  # Pillow raises many types for corrupt data
-        raise PhashError(f"cannot hash image: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+        raise PhashError(f"cannot hash {name}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
 
 
-def _pixels_of_file(path: str | os.PathLike, fast_jpeg: bool = True) -> np.ndarray:
+def _pixels_of_file(path: str | os.PathLike, fast: bool = True) -> np.ndarray:
     try:
-        with Image.open(path) as im:
-            return _small_gray(im, fast_jpeg)
-    except Exception as exc:
+        data = Path(path).read_bytes()
+    except OSError as exc:
         raise PhashError(f"cannot hash {path}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+    return _pixels_of_bytes(data, fast, str(path))
 
 
 def hashes_of_pixels(pixels: np.ndarray) -> np.ndarray:
@@ -98,73 +143,90 @@ def thumbnail_distance(a: bytes | np.ndarray, b: bytes | np.ndarray) -> float:
     return float(np.abs(x.astype(np.int16) - y.astype(np.int16)).mean())
 
 
-def phash_bytes(data: bytes, fast_jpeg: bool = True) -> int:
+def phash_bytes(data: bytes, fast: bool = True) -> int:
     """The 64-bit perceptual hash of encoded image bytes, as a Python int."""
-    return int(hashes_of_pixels(_pixels_of_bytes(data, fast_jpeg))[0])
+    return int(hashes_of_pixels(_pixels_of_bytes(data, fast))[0])
 
 
-def image_signature_bytes(data: bytes, fast_jpeg: bool = True) -> tuple[int, bytes]:
+def image_signature_bytes(data: bytes, fast: bool = True) -> tuple[int, bytes]:
     """(64-bit perceptual hash, 256-byte thumbnail) of encoded image bytes, one decode."""
-    pixels = _pixels_of_bytes(data, fast_jpeg)
+    pixels = _pixels_of_bytes(data, fast)
     return int(hashes_of_pixels(pixels)[0]), thumbnails_of_pixels(pixels)[0].tobytes()
 
 
 def phash_image(image: Image.Image) -> int:
     """The 64-bit perceptual hash of an already opened image (imagehash's exact pixel path)."""
-    return int(hashes_of_pixels(_small_gray(image, fast_jpeg=False))[0])
+    return int(hashes_of_pixels(_small_gray(image, fast=False))[0])
+
+
+# Below this many images per worker, starting worker processes costs more than it saves.
+MIN_IMAGES_PER_WORKER = 256
 
 
 def _default_workers() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 
 
-def _batched(loader, items: Sequence, workers: int | None, batch: int, thumbnails: bool = False):
+def _pixels_of_slice(items: Sequence, from_files: bool, fast: bool) -> np.ndarray:
+    """(n, 32, 32) uint8 hash inputs of a slice of files or encoded images (runs in a worker)."""
+    out = np.empty((len(items), IMG_SIZE, IMG_SIZE), dtype=np.uint8)
+    for i, item in enumerate(items):
+        out[i] = _pixels_of_file(item, fast) if from_files else _pixels_of_bytes(item, fast)
+    return out
+
+
+def _batched(items: Sequence, from_files: bool, workers: int | None, fast: bool, batch: int, thumbnails: bool):
     out = np.empty(len(items), dtype=np.uint64)
     thumbs = np.empty((len(items), THUMB_BYTES), dtype=np.uint8) if thumbnails else None
-    if len(items):
-        workers = workers or _default_workers()
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            for start in range(0, len(items), batch):
-                chunk = items[start : start + batch]
-                # one task per worker and contiguous slice: per-image futures cost more than
+    workers = min(workers or _default_workers(), max(1, len(items) // MIN_IMAGES_PER_WORKER))
+    if multiprocessing.current_process().daemon:  # daemonic processes may not have children
+        workers = 1
+    # Forked workers start in milliseconds and need no importable __main__; they only decode
+    # and resize, so they touch none of the locks this process's other threads may hold.
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) if workers > 1 else None
+    try:
+        for start in range(0, len(items), batch):
+            chunk = items[start : start + batch]
+            if pool is None:
+                pixels = _pixels_of_slice(chunk, from_files, fast)
+            else:
+                # one task per worker and contiguous slice: per-image tasks cost more than
                 # decoding a small PNG
                 step = -(-len(chunk) // workers)
                 slices = [chunk[k : k + step] for k in range(0, len(chunk), step)]
-                parts = pool.map(lambda part: [loader(x) for x in part], slices)
-                pixels = np.stack([p for part in parts for p in part])
-                out[start : start + len(chunk)] = hashes_of_pixels(pixels)
-                if thumbs is not None:
-                    thumbs[start : start + len(chunk)] = thumbnails_of_pixels(pixels)
+                parts = pool.map(_pixels_of_slice, slices, [from_files] * len(slices), [fast] * len(slices))
+                pixels = np.concatenate(list(parts))
+            out[start : start + len(chunk)] = hashes_of_pixels(pixels)
+            if thumbs is not None:
+                thumbs[start : start + len(chunk)] = thumbnails_of_pixels(pixels)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     return (out, thumbs) if thumbnails else out
 
 
 def image_signatures(
-    paths: Iterable[str | os.PathLike], workers: int | None = None, fast_jpeg: bool = True, batch: int = 4096
+    paths: Iterable[str | os.PathLike], workers: int | None = None, fast: bool = True, batch: int = 8192
 ) -> tuple[np.ndarray, np.ndarray]:
     """(perceptual hashes uint64 (n,), thumbnails uint8 (n, 256)) of image files, one decode each."""
-    paths = [Path(p) for p in paths]
-    return _batched(lambda p: _pixels_of_file(p, fast_jpeg), paths, workers, batch, thumbnails=True)
+    return _batched([str(p) for p in paths], True, workers, fast, batch, thumbnails=True)
 
 
 def phash_files(
-    paths: Iterable[str | os.PathLike],
-    workers: int | None = None,
-    fast_jpeg: bool = True,
-    batch: int = 4096,
+    paths: Iterable[str | os.PathLike], workers: int | None = None, fast: bool = True, batch: int = 8192
 ) -> np.ndarray:
     """Perceptual hashes of image files, as a uint64 array in the order of ``paths``.
 
     Raises PhashError (one line, naming the file) on the first unreadable image.
     """
-    paths = [Path(p) for p in paths]
-    return _batched(lambda p: _pixels_of_file(p, fast_jpeg), paths, workers, batch)
+    return _batched([str(p) for p in paths], True, workers, fast, batch, thumbnails=False)
 
 
 def phash_many(
-    blobs: Sequence[bytes], workers: int | None = None, fast_jpeg: bool = True, batch: int = 4096
+    blobs: Sequence[bytes], workers: int | None = None, fast: bool = True, batch: int = 8192
 ) -> np.ndarray:
     """Perceptual hashes of encoded images held in memory, as a uint64 array."""
-    return _batched(lambda b: _pixels_of_bytes(b, fast_jpeg), list(blobs), workers, batch)
+    return _batched(list(blobs), False, workers, fast, batch, thumbnails=False)
 
 
 def hamming(a: int, b: int) -> int:
@@ -180,3 +242,9 @@ def hamming_array(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
 def phash_hex(value: int) -> str:
     """16 hex characters, the same text as ``str(imagehash.phash(...))``."""
     return f"{int(value):016x}"
+
+
+def _decode(data, fmt):
+    import imagecodecs
+    px = imagecodecs.spng_decode(data)
+    return px
