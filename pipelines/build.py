@@ -11,6 +11,7 @@ from pathlib import Path
 import polars as pl
 
 from .home import DataHome
+from .lake import process_alive, process_start
 from .settings import BuildSettings
 
 
@@ -54,28 +55,9 @@ PROCESS_START_TAG = "stemforge/process_start"
 UNFINISHED_STATUSES = ("NOT_STARTED", "STARTING", "STARTED", "CANCELING")
 
 
-def _process_start(pid: int) -> str:
-    """The process's start time in clock ticks since boot (Linux), or "" where unknown."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def _process_alive(pid: int, start: str) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return not start or _process_start(pid) in ("", start)
-
-
 def process_tags() -> dict[str, str]:
     pid = os.getpid()
-    return {PID_TAG: str(pid), HOST_TAG: socket.gethostname(), PROCESS_START_TAG: _process_start(pid)}
+    return {PID_TAG: str(pid), HOST_TAG: socket.gethostname(), PROCESS_START_TAG: process_start(pid)}
 
 
 def release_abandoned_runs(instance) -> list[str]:
@@ -97,7 +79,7 @@ def release_abandoned_runs(instance) -> list[str]:
     )
     for run in runs:
         pid = run.tags.get(PID_TAG, "")
-        if not pid.isdigit() or _process_alive(int(pid), run.tags.get(PROCESS_START_TAG, "")):
+        if not pid.isdigit() or process_alive(int(pid), run.tags.get(PROCESS_START_TAG, "")):
             continue
         instance.report_run_failed(run, f"the build process (pid {pid}) ended without finishing the run; marked failed by a later build")
         if instance.event_log_storage.supports_global_concurrency_limits:

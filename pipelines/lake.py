@@ -68,14 +68,25 @@ def storage_error(path: Path | str, exc: BaseException) -> StorageError:
     return error
 
 
-def _pid_alive(pid: int) -> bool:
+def process_start(pid: int) -> str:
+    """The process's start time in clock ticks since boot (Linux), or "" where unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def process_alive(pid: int, start: str = "") -> bool:
+    """Whether process ``pid`` runs; with ``start`` (from ``process_start``), whether it is
+    still the same process and not a later one that reused the number."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    return not start or process_start(pid) in ("", start)
 
 
 def remove_stale_temporaries(folder: Path, prefix: str) -> None:
@@ -89,7 +100,7 @@ def remove_stale_temporaries(folder: Path, prefix: str) -> None:
         if not entry.name.startswith(prefix):
             continue
         pid_text = entry.name[len(prefix):].split(".", 1)[0].split("-", 1)[0]
-        if not pid_text.isdigit() or _pid_alive(int(pid_text)):
+        if not pid_text.isdigit() or process_alive(int(pid_text)):
             continue
         try:
             if entry.is_dir(follow_symlinks=False):
