@@ -216,7 +216,7 @@ then Parquet (zstd) of the same total size as everything the build wrote (lake t
 warehouse): the raw table once, then the image store's files as a BLOB column (`read_blob`) pass
 after pass, since the outputs are mostly picture bytes (the export embeds every picture).
 
-## Hot spots found and fixed (profiled with cProfile / py-spy; before -> after)
+## Hot spots found and fixed (cProfile and per-step timers; before -> after)
 
 Measured 2026-11-21 on this machine; CPU seconds where the machine was shared, identical output
 checked for every fix (the old function loaded beside the new one, same input).
