@@ -26,6 +26,7 @@ from PIL import Image
 
 from .images import ImageStore
 from .lake import describe_os_error, fsync_directory, remove_stale_temporaries
+from .parallel import forked_pool, shared, sharing, worker_count
 from .split import SPLITS
 
 STEM_SCHEMA = pa.schema(
@@ -51,9 +52,8 @@ PREVIOUS_EXPORT_GRACE_SECONDS = 10.0
 
 def png_bytes(store: ImageStore, image_hash: str) -> bytes:
     """The stored image as PNG bytes (converted deterministically when stored otherwise)."""
-    path = store.path(image_hash)
-    data = path.read_bytes()
-    if path.suffix == ".png":
+    data, ext = store.read(image_hash)
+    if ext == "png":
         return data
     with Image.open(io.BytesIO(data)) as im:
         im.load()
@@ -78,7 +78,11 @@ class ExportResult:
     rows: dict[str, int]
 
 
-def _split_table(rows: pl.DataFrame, store: ImageStore, public_test: bool) -> pa.Table:
+# the questions columns a shard is made of
+SHARD_INPUT_COLUMNS = ("subject", "grade", "skill", "problem", "problem_image", "choices", "choice_images", "answer_idx")
+
+
+def _split_table(rows: pa.Table, store: ImageStore, public_test: bool) -> pa.Table:
     columns: dict[str, list] = {name: [] for name in STEM_SCHEMA.names}
     pngs: dict[str, bytes] = {}  # one shard's images; a picture shared by questions is read once
 
@@ -88,7 +92,7 @@ def _split_table(rows: pl.DataFrame, store: ImageStore, public_test: bool) -> pa
             data = pngs[image_hash] = png_bytes(store, image_hash)
         return data
 
-    for r in rows.iter_rows(named=True):
+    for r in rows.to_pylist():
         pic_choice = r["choice_images"] is not None
         columns["subject"].append(r["subject"])
         columns["grade"].append(r["grade"])
@@ -101,6 +105,28 @@ def _split_table(rows: pl.DataFrame, store: ImageStore, public_test: bool) -> pa
         columns["choices_pic"].append([png(h) for h in r["choice_images"]] if pic_choice else None)
         columns["answer_idx"].append(-1 if public_test else int(r["answer_idx"]))
     return pa.Table.from_pydict(columns, schema=STEM_SCHEMA)
+
+
+# Below this many rows per worker, forking workers costs more than it saves.
+MIN_ROWS_PER_WORKER = 10_000
+
+
+def _write_shard(split: str, start: int, length: int, store_root: Path, public_test: bool, path: Path) -> None:
+    rows = shared(f"export-rows:{split}").slice(start, length)
+    table = _split_table(rows, ImageStore(store_root), public_test)
+    pq.write_table(table, path, compression="zstd", row_group_size=1000)
+
+
+def _write_shards(tables: dict[str, pa.Table], jobs: list[tuple], workers: int | None) -> None:
+    workers = min(worker_count(sum(t.num_rows for t in tables.values()), MIN_ROWS_PER_WORKER, workers), len(jobs))
+    with sharing({f"export-rows:{split}": table for split, table in tables.items()}):
+        if workers <= 1:
+            for job in jobs:
+                _write_shard(*job)
+            return
+        with forked_pool(workers) as pool:
+            for future in [pool.submit(_write_shard, *job) for job in jobs]:
+                future.result()
 
 
 class ExportError(RuntimeError):
@@ -118,6 +144,7 @@ def write_stem_export(
     *,
     rows_per_shard: int = DEFAULT_ROWS_PER_SHARD,
     hide_test_answers: bool = True,
+    workers: int | None = None,
 ) -> ExportResult:
     """Write the release layout under ``export_root`` (``.../export/stem``) atomically.
 
@@ -128,6 +155,9 @@ def write_stem_export(
     ``previous_export(export_root)`` until the next publish, so a reader that was inside it
     during the swap can finish. On any failure the staging folder is removed and the
     published export is untouched (``ExportError``, one line).
+
+    Shards are written by ``workers`` processes (default: one per CPU once there are at least
+    ``MIN_ROWS_PER_WORKER`` rows each); the files are the same bytes whatever the count.
     """
     if rows_per_shard <= 0:
         raise ValueError(f"rows_per_shard must be positive, got {rows_per_shard}")
@@ -148,17 +178,17 @@ def write_stem_export(
     try:
         data_dir = staging / "data"
         data_dir.mkdir()
+        tables, jobs = {}, []
         for split in SPLITS:
             part = ordered.filter(pl.col("split") == split)
             rows[split] = part.height
+            tables[split] = part.select(SHARD_INPUT_COLUMNS).to_arrow()  # workers get Arrow, not Polars
             shards = max(1, -(-part.height // rows_per_shard))
+            public_test = split == "test" and hide_test_answers
             for i in range(shards):
-                chunk = part.slice(i * rows_per_shard, rows_per_shard)
-                table = _split_table(chunk, store, public_test=(split == "test" and hide_test_answers))
-                pq.write_table(
-                    table, data_dir / f"{split}-{i:05d}-of-{shards:05d}.parquet", compression="zstd",
-                    row_group_size=1000,
-                )
+                path = data_dir / f"{split}-{i:05d}-of-{shards:05d}.parquet"
+                jobs.append((split, i * rows_per_shard, rows_per_shard, store.root, public_test, path))
+        _write_shards(tables, jobs, workers)
         index = ordered.select("split", "export_position", "question_id")
         pq.write_table(index.to_arrow(), staging / "index.parquet", compression="zstd")
         with open(staging / "test_answer_key.jsonl", "w", encoding="utf-8") as f:

@@ -119,7 +119,19 @@ class ImageStore:
             return False
 
     def get(self, image_hash: str) -> bytes:
-        return self.path(image_hash).read_bytes()
+        return self.read(image_hash)[0]
+
+    def read(self, image_hash: str) -> tuple[bytes, str]:
+        """(bytes, file extension) of a stored image, opening the candidates directly: one
+        system call fewer per image than ``path`` + read, which counts over a million images."""
+        folder = self.root / image_hash[:2]
+        for ext in ALLOWED_FORMATS.values():
+            try:
+                with open(folder / f"{image_hash}.{ext}", "rb") as f:
+                    return f.read(), ext
+            except FileNotFoundError:
+                continue
+        raise FileNotFoundError(f"image {image_hash} is not in the store {self.root}")
 
     def put(self, data: bytes) -> ImageInfo:
         """Validate and store ``data``; idempotent. Raises ImageRejected."""

@@ -202,8 +202,9 @@ def test_tag_questions_frame_follows_the_rules(stem):
     assert per_q["TARGET"].max() <= 3 and per_q["CONTENT"].max() <= 3
     assert per_q["TARGET"].min() >= 1 and per_q["CONTENT"].min() >= 1
     assert (per_q["THINKING"] == 1).all()
-    # deterministic: same input, same frame
+    # deterministic: same input, same frame, whether tagged in process or by worker processes
     assert tag_questions(qs, stem).equals(tags)
+    assert tag_questions(qs.reverse(), stem, workers=3).equals(tags)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

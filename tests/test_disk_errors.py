@@ -206,6 +206,35 @@ def test_full_disk_keeps_the_previous_export(tmp_path):
         assert hidden_leftovers(root.parent) == []
 
 
+def test_export_is_the_same_bytes_written_by_worker_processes(tmp_path):
+    store = ImageStore(tmp_path / "images")
+    frame = questions_frame(store, 60, seed=4)
+    one = write_stem_export(frame, store, tmp_path / "one" / "stem", rows_per_shard=7, workers=1)
+    two = write_stem_export(frame, store, tmp_path / "two" / "stem", rows_per_shard=7, workers=2)
+    assert len(one.files) > 4 and one.rows == two.rows
+    assert digest_tree(tmp_path / "one" / "stem") == digest_tree(tmp_path / "two" / "stem")
+
+
+def test_a_shard_failing_in_a_worker_fails_the_export_and_keeps_the_previous(tmp_path, monkeypatch):
+    store = ImageStore(tmp_path / "images")
+    root = tmp_path / "export" / "stem"
+    write_stem_export(questions_frame(store, 30, seed=1), store, root, rows_per_shard=4, workers=2)
+    before = digest_tree(root)
+    real = export_module._split_table
+
+    def failing(rows, store, public_test):
+        if public_test:  # the test split's shards, in the workers
+            raise OSError(28, "No space left on device")
+        return real(rows, store, public_test)
+
+    monkeypatch.setattr(export_module, "_split_table", failing)
+    with pytest.raises(ExportError) as failure:
+        write_stem_export(questions_frame(store, 40, seed=2), store, root, rows_per_shard=4, workers=2)
+    assert_one_line(failure.value, f"could not publish the export at {root}", "No space left on device")
+    assert digest_tree(root) == before
+    assert hidden_leftovers(root.parent) == []
+
+
 def test_full_disk_never_leaves_a_partial_lake_file(tmp_path):
     with small_disk(tmp_path / "disk", "2m") as disk:
         path = disk / "lake" / "questions.parquet"

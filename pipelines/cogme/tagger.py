@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import polars as pl
+import pyarrow as pa
 
-from .tags import empty_tags, highest_thinking, tag_rows, tags_frame
+from ..parallel import forked_pool, shared, sharing, worker_count
+from .tags import TAG_SCHEMA, empty_tags, highest_thinking, tag_rows, validate_tags
 from .taxonomy import Taxonomy
 
 RULES_SOURCE = "auto:rules-v1"
@@ -490,8 +492,11 @@ def _is_math_fact(ev: QuestionEvidence) -> bool:
     return re.fullmatch(r"\s*\d\s*\\times\s*\d{1,2}\s*=?\s*", formulas[0]) is not None
 
 
-def tag_questions(questions: pl.DataFrame, taxonomy: Taxonomy) -> pl.DataFrame:
-    """Tag every question with the rules; returns a validated ``question_tags`` frame."""
+def tag_questions(questions: pl.DataFrame, taxonomy: Taxonomy, workers: int | None = None) -> pl.DataFrame:
+    """Tag every question with the rules; returns a validated ``question_tags`` frame.
+
+    Large inputs are tagged in contiguous slices by ``workers`` processes (default: one per
+    CPU); the frame is the same whatever the count."""
     if taxonomy.sub_components("TARGET") != _STEM_TARGETS or taxonomy.sub_components("CONTENT") != _STEM_CONTENTS:
         raise TaggerError(f"the rule tagger is written for the 'stem' taxonomy, not {taxonomy.name!r}")
     missing = [c for c in REQUIRED_COLUMNS if c not in questions.columns]
@@ -501,11 +506,35 @@ def tag_questions(questions: pl.DataFrame, taxonomy: Taxonomy) -> pl.DataFrame:
         return empty_tags()
     if questions["question_id"].null_count() or questions["question_id"].is_duplicated().any():
         raise TaggerError("questions need unique, non-null question_id")
-    rows: list[dict] = []
-    for record in questions.iter_rows(named=True):
+    total = questions.height
+    workers = worker_count(total, MIN_QUESTIONS_PER_WORKER, workers)
+    step = -(-total // workers)
+    ranges = [(start, min(step, total - start)) for start in range(0, total, step)]
+    with sharing({"cogme-questions": questions.to_arrow()}):  # workers get Arrow, not Polars
+        if workers == 1:
+            parts = [_tag_range(0, total, taxonomy)]
+        else:
+            with forked_pool(workers) as pool:
+                parts = list(pool.map(_tag_range, *zip(*ranges), [taxonomy] * len(ranges)))
+    tags = pl.from_arrow(pa.concat_tables(parts))
+    return validate_tags(tags, taxonomy) if tags.height else empty_tags()
+
+
+# Below this many questions per worker, forking workers costs more than it saves.
+MIN_QUESTIONS_PER_WORKER = 20_000
+
+
+def _tag_range(start: int, length: int, taxonomy: Taxonomy) -> pa.Table:
+    """The rule tags of questions ``start`` .. ``start + length - 1``, as columns (may run in a
+    worker process)."""
+    columns: dict[str, list] = {name: [] for name in TAG_SCHEMA}
+    for record in shared("cogme-questions").slice(start, length).to_pylist():
         target, content, thinking = classify_question(record, taxonomy)
-        rows.extend(tag_rows(record["question_id"], RULES_SOURCE, target, content, thinking, taxonomy))
-    return tags_frame(rows, taxonomy)
+        for row in tag_rows(record["question_id"], RULES_SOURCE, target, content, thinking, taxonomy):
+            for name in TAG_SCHEMA:
+                columns[name].append(row[name])
+    return pa.table({name: pa.array(values, type=pa.string() if name != "weight" else pa.int64())
+                     for name, values in columns.items()})
 
 
 _STEM_TARGETS = (

@@ -32,14 +32,15 @@ from __future__ import annotations
 
 import io
 import os
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 import pyspng
 from PIL import Image
+
+from ..parallel import contiguous_slices, forked_pool, worker_count
 
 HASH_SIZE = 8
 IMG_SIZE = 32
@@ -164,10 +165,6 @@ def phash_image(image: Image.Image) -> int:
 MIN_IMAGES_PER_WORKER = 64
 
 
-def _default_workers() -> int:
-    return max(1, min(8, os.cpu_count() or 1))
-
-
 def _pixels_of_slice(items: Sequence, from_files: bool, fast: bool) -> np.ndarray:
     """(n, 32, 32) uint8 hash inputs of a slice of files or encoded images (runs in a worker)."""
     out = np.empty((len(items), IMG_SIZE, IMG_SIZE), dtype=np.uint8)
@@ -179,13 +176,11 @@ def _pixels_of_slice(items: Sequence, from_files: bool, fast: bool) -> np.ndarra
 def _batched(items: Sequence, from_files: bool, workers: int | None, fast: bool, batch: int, thumbnails: bool):
     out = np.empty(len(items), dtype=np.uint64)
     thumbs = np.empty((len(items), THUMB_BYTES), dtype=np.uint8) if thumbnails else None
-    workers = min(workers or _default_workers(), max(1, len(items) // MIN_IMAGES_PER_WORKER))
-    if multiprocessing.current_process().daemon:  # daemonic processes may not have children
-        workers = 1
-    # Forked workers start in milliseconds and need no importable __main__; they only decode
-    # and resize, so they touch none of the locks this process's other threads may hold.
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) if workers > 1 else None
-    try:
+    if workers is not None:  # a requested count, too, leaves each worker enough pictures
+        workers = min(workers, len(items) // MIN_IMAGES_PER_WORKER)
+    workers = worker_count(len(items), MIN_IMAGES_PER_WORKER, workers)
+    with ExitStack() as stack:
+        pool = stack.enter_context(forked_pool(workers)) if workers > 1 else None
         for start in range(0, len(items), batch):
             chunk = items[start : start + batch]
             if pool is None:
@@ -193,16 +188,12 @@ def _batched(items: Sequence, from_files: bool, workers: int | None, fast: bool,
             else:
                 # one task per worker and contiguous slice: per-image tasks cost more than
                 # decoding a small PNG
-                step = -(-len(chunk) // workers)
-                slices = [chunk[k : k + step] for k in range(0, len(chunk), step)]
+                slices = contiguous_slices(chunk, workers)
                 parts = pool.map(_pixels_of_slice, slices, [from_files] * len(slices), [fast] * len(slices))
                 pixels = np.concatenate(list(parts))
             out[start : start + len(chunk)] = hashes_of_pixels(pixels)
             if thumbs is not None:
                 thumbs[start : start + len(chunk)] = thumbnails_of_pixels(pixels)
-    finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
     return (out, thumbs) if thumbnails else out
 
 
