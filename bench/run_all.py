@@ -216,7 +216,7 @@ then Parquet (zstd) of the same total size as everything the build wrote (lake t
 warehouse): the raw table once, then the image store's files as a BLOB column (`read_blob`) pass
 after pass, since the outputs are mostly picture bytes (the export embeds every picture).
 
-## Hot spots found and fixed (cProfile and per-step timers; before -> after)
+## Hot spots found and fixed (cProfile, py-spy and per-step timers; before -> after)
 
 Measured 2026-11-21 on this machine; CPU seconds where the machine was shared, identical output
 checked for every fix (the old function loaded beside the new one, same input).
@@ -226,18 +226,24 @@ checked for every fix (the old function loaded beside the new one, same input).
 | dedup (`pipelines/dedup/dedup.py`) | candidate pairs of every LSH band materialized as (k, 2) int64, concatenated, then made unique: ~13 KiB per question | pairs generated per chunk, cheap filters (identity key, Hamming) applied per chunk, survivors packed into one int64 | paper scale: 130 s, 13.6 GiB peak -> 42 s, 2.3 GiB; same groups |
 | perceptual hash (`pipelines/dedup/phash.py`) | per picture: Pillow PNG decode 424 us + full-size Lanczos 240 us, both holding the GIL (threads scaled 1.5x) | libspng decode (same pixels), forked worker processes, box-reduce to >= 2x the hash input before Lanczos (as the JPEG draft already did) | 2,000 site pictures: 1.97x -> 3.66x imagehash; one-core CPU 776 -> 413 us per picture |
 | CogME tagger (`pipelines/cogme/tagger.py`) | cue-lexicon regex scans once per question and option string; quiz texts repeat thousands of times | memoized per distinct text | 200,000 questions: 41.7 -> 15.9 s CPU; tags byte-identical |
+| CogME tags stage (py-spy, paper scale) | Python rules on one of the two cores | question ranges tagged in forked workers (`pipelines/parallel.py`), inputs shared as Arrow through fork's memory | paper-scale lake: 44.8 -> 28.4 s wall; identical frame |
+| export stage (py-spy, paper scale) | shard building and zstd writing on one core; `Path.stat` per picture (12.7% of the stage) | shards written by forked workers; `ImageStore.read` opens the candidate files directly | paper-scale lake: 54.2 -> 23.0 s wall; shards byte-identical |
 | LaTeX (`pipelines/latex.py`) | a fresh conversion per call on repeated texts | `convert_text` memoized per distinct text | 1,946,685 texts: 30.8 -> 8.9 s CPU; identical |
 | shuffle (`pipelines/shuffle.py`) | per-question Python Fisher-Yates and list rebuilding | the same sha256 draws vectorized per option count, `list.gather` | 601,354 rows: 11.1 -> 3.6 s CPU; identical |
 | export (`pipelines/export.py`) | a picture used by several questions of a shard read once per use | read once per shard | 50,000 rows: 4.2 -> 3.3 s CPU; shards byte-identical |
 
 Full paper-scale build over the same input: 441 s before the shuffle, tagger and LaTeX fixes (a
-busy machine), 186 s after the dedup fix (quiet machine); peak RSS 13.0 GiB -> 2.6 GiB.
+busy machine), 186 s after the dedup fix (quiet machine), 185 s at the first uninterrupted
+`make bench` (22:20 UTC, before the worker processes for tags and export); peak RSS 13.0 GiB ->
+2.6 GiB. py-spy: `py-spy record --subprocesses --format raw -o paper.raw -- .venv/bin/python
+bench/paper_scale.py --no-incremental`, summed per stage.
 
 ## What bounds the remaining figures
 
-- Build / floor: the floor writes picture bytes at disk speed; the build's largest stages are the
-  export (per-row Python over 7.6 GiB of embedded pictures), the CogME tagger (Python regex rules,
-  once per distinct text) and dedup (single-threaded NumPy). Two cores cap any parallel gain at 2x.
+- Build / floor: the floor writes picture bytes at disk speed; the build's largest stages are
+  dedup (single-threaded NumPy candidate filtering; `min` over band keys and the cheap checks lead
+  py-spy's profile), the CogME tagger (Python regex rules) and the export (per-row Python over
+  7.6 GiB of embedded pictures). Two cores cap any parallel gain at 2x.
 - 1%-changed rebuild: memoization is per stage and whole file, so a change anywhere reruns every
   later stage on all rows (only the image stage reuses hashes it knows). Bringing it near 1% needs
   row-level reuse: LaTeX, tags and export keyed by question id + content digest, dedup limited to
