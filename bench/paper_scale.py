@@ -1,4 +1,4 @@
-"""Paper-scale offline build: time and peak RSS of every stage, against the DuckDB I/O floor.
+"""Paper-scale offline build: time and peak memory of every stage, against the DuckDB I/O floor.
 
     .venv/bin/python bench/paper_scale.py [--questions 1073146] [--home DIR] [--json OUT]
 
@@ -41,12 +41,15 @@ from pipelines.settings import BuildSettings  # noqa: E402
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def _rss_of(pid: str) -> int:
+def _pss_of(pid: str) -> int:
     try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * PAGE
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
     except (OSError, IndexError, ValueError):  # the worker has just exited
-        return 0
+        pass
+    return 0
 
 
 def _children() -> list[str]:
@@ -61,14 +64,16 @@ def _children() -> list[str]:
 
 
 def rss_bytes() -> int:
-    """RSS of this process plus its worker processes (the stages fork some), summed: pages a
-    forked worker shares with this process are counted twice, so this is an upper bound."""
-    return _rss_of("self") + sum(_rss_of(pid) for pid in _children())
+    """Memory of this process plus its worker processes (some stages fork them), as the sum of
+    their proportional set sizes: a page shared by several (a forked worker shares its
+    parent's) is split among them, so the sum is the physical memory the build holds. Summing
+    RSS instead would count every shared page once per worker."""
+    return _pss_of("self") + sum(_pss_of(pid) for pid in _children())
 
 
 class PeakSampler:
-    """Samples the RSS of this process and its workers every ``interval`` seconds; ``peak``
-    since the last reset."""
+    """Samples the memory of this process and its workers (``rss_bytes``) every ``interval``
+    seconds; ``peak`` since the last reset."""
 
     def __init__(self, interval: float = 0.02):
         self.interval = interval
@@ -127,7 +132,7 @@ def run_build(home: DataHome, settings: BuildSettings, sampler: PeakSampler, lab
         skipped = bool(getattr(result, "skipped", False) or (isinstance(result, dict) and result.get("skipped")))
         why = result.get("rebuilt_because", "") if isinstance(result, dict) else ""
         rows.append({"stage": name, "seconds": seconds, "peak_rss": sampler.peak, "skipped": skipped, "why": why})
-        print(f"  {label:10s} {name:12s} {seconds:9.2f} s  peak RSS {sampler.peak / 2**30:6.2f} GiB"
+        print(f"  {label:10s} {name:12s} {seconds:9.2f} s  peak mem {sampler.peak / 2**30:6.2f} GiB"
               f"{'  (skipped)' if skipped else ''}{'  [' + why + ']' if why and label != 'full' else ''}", flush=True)
     total = time.perf_counter() - total_start
     print(f"  {label:10s} {'TOTAL':12s} {total:9.2f} s", flush=True)
@@ -267,8 +272,8 @@ def main(argv=None) -> dict:
         figures["onepct_ratio"] = onepct["seconds"] / full["seconds"]
         print(f"no-change / full = {figures['nochange_ratio']:.3f}; 1% change / full = {figures['onepct_ratio']:.3f}")
     sampler.stop()
-    print(f"peak RSS of the full build, its worker processes included: {full['peak_rss'] / 2**30:.2f} GiB "
-          f"(ru_maxrss of the build process alone {full['max_rss_process'] / 2**30:.2f} GiB)")
+    print(f"peak memory of the full build, its worker processes included (PSS): {full['peak_rss'] / 2**30:.2f} GiB "
+          f"(peak RSS of the build process alone, ru_maxrss: {full['max_rss_process'] / 2**30:.2f} GiB)")
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=1, default=str))
     return figures
