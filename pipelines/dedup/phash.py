@@ -234,9 +234,3 @@ def hamming_array(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
 def phash_hex(value: int) -> str:
     """16 hex characters, the same text as ``str(imagehash.phash(...))``."""
     return f"{int(value):016x}"
-
-
-def _decode(data, fmt):
-    import imagecodecs
-    px = imagecodecs.spng_decode(data)
-    return px
