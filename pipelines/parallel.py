@@ -44,13 +44,15 @@ def forked_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
         pool.shutdown(cancel_futures=True)
 
 
-def contiguous_slices(items, parts: int) -> list:
-    """``items`` (a sequence or a DataFrame) cut into at most ``parts`` contiguous slices."""
-    total = len(items)
+def contiguous_ranges(total: int, parts: int) -> list[tuple[int, int]]:
+    """``(start, length)`` of at most ``parts`` contiguous, near-equal ranges covering ``total``."""
     step = max(1, -(-total // max(1, parts)))
-    if hasattr(items, "slice"):
-        return [items.slice(start, step) for start in range(0, total, step)]
-    return [items[start : start + step] for start in range(0, total, step)]
+    return [(start, min(step, total - start)) for start in range(0, total, step)]
+
+
+def contiguous_slices(items, parts: int) -> list:
+    """The sequence ``items`` cut into at most ``parts`` contiguous slices."""
+    return [items[start : start + length] for start, length in contiguous_ranges(len(items), parts)]
 
 
 @contextmanager

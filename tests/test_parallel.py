@@ -8,7 +8,7 @@ import os
 import pyarrow as pa
 import pytest
 
-from pipelines.parallel import contiguous_slices, forked_pool, shared, sharing, worker_count
+from pipelines.parallel import contiguous_ranges, contiguous_slices, forked_pool, shared, sharing, worker_count
 
 
 def test_worker_count_gives_each_worker_enough_items():
@@ -58,6 +58,5 @@ def test_a_worker_error_reaches_the_caller():
 
 def test_contiguous_slices_cover_everything_in_order():
     assert contiguous_slices(list(range(7)), 3) == [[0, 1, 2], [3, 4, 5], [6]]
-    table = pa.table({"n": list(range(7))})
-    assert [t.num_rows for t in contiguous_slices(table, 2)] == [4, 3]
-    assert contiguous_slices([], 4) == []
+    assert contiguous_ranges(7, 2) == [(0, 4), (4, 3)]
+    assert contiguous_slices([], 4) == [] and contiguous_ranges(0, 4) == []

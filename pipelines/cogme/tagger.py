@@ -20,7 +20,7 @@ from typing import Any, Mapping
 import polars as pl
 import pyarrow as pa
 
-from ..parallel import forked_pool, shared, sharing, worker_count
+from ..parallel import contiguous_ranges, forked_pool, shared, sharing, worker_count
 from .tags import TAG_SCHEMA, empty_tags, highest_thinking, tag_rows, validate_tags
 from .taxonomy import Taxonomy
 
@@ -508,8 +508,7 @@ def tag_questions(questions: pl.DataFrame, taxonomy: Taxonomy, workers: int | No
         raise TaggerError("questions need unique, non-null question_id")
     total = questions.height
     workers = worker_count(total, MIN_QUESTIONS_PER_WORKER, workers)
-    step = -(-total // workers)
-    ranges = [(start, min(step, total - start)) for start in range(0, total, step)]
+    ranges = contiguous_ranges(total, workers)
     with sharing({"cogme-questions": questions.to_arrow()}):  # workers get Arrow, not Polars
         if workers == 1:
             parts = [_tag_range(0, total, taxonomy)]

@@ -26,7 +26,6 @@ spec's encoding variant. What this changes compared with the real site:
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ import pyarrow.parquet as pq
 
 from ..images import atomic_write_bytes, sha256_hex
 from ..lake import write_table
-from ..records import RAW_QUESTION_SCHEMA
+from ..records import RAW_QUESTION_SCHEMA, RawQuestion
 from .generator import DemoSite, SiteConfig, render_image
 from .imagespec import ImageSpec
 
@@ -118,20 +117,19 @@ def question_row(q, hash_image) -> dict:
         alts = list(q.image_alts)
         problem_alt = alts.pop(0) if q.problem_image is not None else None
         extra["image_alts"] = {"problem": problem_alt, "choices": alts if q.choice_images is not None else None}
-    return {
-        "source": "demo",
-        "source_key": CANONICAL_BASE + q.path,
-        "subject": q.subject,
-        "grade": q.grade,
-        "skill": q.skill,
-        "problem": q.problem,
-        "problem_image": hash_image(q.problem_image) if q.problem_image is not None else None,
-        "choices": list(q.choices) if q.choices is not None else None,
-        "choice_images": [hash_image(s) for s in q.choice_images] if q.choice_images is not None else None,
-        "answer_idx": int(q.answer_idx),
-        "source_split": None,
-        "extra": json.dumps(extra, sort_keys=True, ensure_ascii=False),
-    }
+    return RawQuestion(
+        source="demo",
+        source_key=CANONICAL_BASE + q.path,
+        subject=q.subject,
+        grade=q.grade,
+        skill=q.skill,
+        problem=q.problem,
+        problem_image=hash_image(q.problem_image) if q.problem_image is not None else None,
+        choices=tuple(q.choices) if q.choices is not None else None,
+        choice_images=tuple(hash_image(s) for s in q.choice_images) if q.choice_images is not None else None,
+        answer_idx=int(q.answer_idx),
+        extra=extra,
+    ).to_row()
 
 
 def _render_pool_chunk(args) -> tuple[dict[tuple, str], int]:
