@@ -12,7 +12,8 @@ Counts are per occurrence (every question and option of the site); each distinct
 converted once.
 
 - planted formulas matched: a truth (span, latex) counts when the converter produced a
-  formula for the same span whose LaTeX equals the truth once ALL white space is removed;
+  formula for the same span whose LaTeX equals the truth once ALL white space is removed
+  (for a span the page already wrote in TeX: when the converter kept that TeX);
 - texts with math converted exactly: the whole converted text equals the truth text
   (``\\( latex \\)`` applied), white space removed;
 - texts without math changed: must be 0 (prose is never touched);
@@ -85,7 +86,8 @@ def measure(rows) -> dict:
             result = converted[text] = convert_text(text)
         failures += result.error is not None
         produced = {}
-        for span, latex in result.formulas:
+        # a formula the page already wrote in TeX is matched when the converter kept its TeX
+        for span, latex in result.formulas + result.tex_math:
             produced.setdefault(span, []).append(_squash(latex))
         truth_spans = {span for span, _ in formulas}
         spurious += sum(len(v) for span, v in produced.items() if span not in truth_spans)

@@ -2,8 +2,30 @@
 
 ``convert_text`` finds formula spans in a question text or option, rewrites each as inline
 math ``\\( ... \\)`` (one space inside each delimiter) and leaves every other character
-byte-identical. Text already inside ``\\( \\)`` or ``\\[ \\]`` is never touched, so converting
+byte-identical, except the delimiters of TeX math already in the text (below). Converting
 converted text changes nothing. NFKC is never applied (it would turn x² into x2).
+
+TeX math already in the text (``find_tex_math``; ``extract_math`` lists its TeX) is kept
+byte for byte inside; only dollar delimiters are rewritten, so that every ``$`` left in the
+output is a literal dollar sign: ``$x$`` becomes ``\\( x \\)`` and ``$$x$$`` becomes
+``\\[ x \\]`` (the TeX between the delimiters unchanged, one space added on each side);
+``\\( \\)``, ``\\[ \\]`` and ``\\begin{name} ... \\end{name}`` blocks stay exactly as written.
+No formula is ever found inside such math, so conversion never nests. The rules:
+- A backslash escapes the next character: ``\\$`` is a literal dollar, ``\\\\`` one escaped
+  backslash; ``\\(`` and ``\\[`` run to the first ``\\)`` / ``\\]``; ``\\begin{name}`` to its matching
+  ``\\end{name}`` (the same name, nested ones counted). A region that is never closed is
+  not math. A ``\\(`` or ``\\[`` that is never closed would capture any delimiter written
+  after it, so the text from there on is left exactly as it is.
+- ``$$`` opens display math closed by the next ``$$``; a single ``$`` opens inline math
+  closed by the next unescaped ``$`` (so ``$a$$b$`` is two inline formulas).
+- A pair of dollars is not math, and the opening dollar is prose, when: the closing
+  dollar is directly followed by a digit (prices: "$5 and $7", "between $20,000 and
+  $30,000", a list of options "A. $2000 B. $2250") or by ``\\(`` / ``\\[`` (a price whose
+  amount became a formula: "$\\( 3 \\times 4 \\)"); the text between them starts with an
+  amount and ends with white space ("costs $5 and $x$ more": $5 is a price, $x$ is math);
+  that text is blank, holds a paragraph break (a blank line), another math delimiter, or an
+  environment opened and not closed inside (or closed and not opened).
+  A dollar with no closing one ("$3.50", "denoted by $:") is prose.
 
 Output style (Mathpix-like, shared with the demo site's truth): × \\times, ÷ \\div, · \\cdot,
 − -, ± \\pm, ≤ \\leq, ≥ \\geq, ≠ \\neq, ≈ \\approx, → \\rightarrow, x² x^{2}, x⁻¹ x^{-1},
@@ -19,7 +41,8 @@ separated by one space (``2 x``, ``2 \\pi r``). Exact comparisons ignore all whi
 What counts as math (the rules, in order):
 - Never math: URLs and e-mail addresses, dates (3/4/2020, 2020-03-04, 04.03.2020), times
   (H:MM with minutes 00-59, optionally a.m./p.m.: "3:45 p.m."), ordinals (1st, 22nd),
-  LaTeX already in the text, hyphenated words ("3-page", "grade-3", "x-axis").
+  LaTeX already in the text (math regions above, and commands such as ``\\frac`` written
+  without delimiters), hyphenated words ("3-page", "grade-3", "x-axis").
 - A formula span is a maximal expression: operands (numbers, single ASCII letters, Greek
   letters, chemical formulas, vulgar fractions, ∞, parenthesized expressions, sin/cos/tan/
   cot/sec/csc/log/ln/exp applied to an operand, 2-3 capital letters such as segment AB)
@@ -60,6 +83,7 @@ and 1/2, − and -, ... and …). A span that fails keeps its original text and
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -70,6 +94,10 @@ __all__ = [
     "LatexConverter",
     "convert_text",
     "convert_line",
+    "TexMath",
+    "find_tex_math",
+    "extract_math",
+    "changed_math",
     "validate_formula",
     "latex_to_text",
     "invalid_formulas",
@@ -86,6 +114,8 @@ class LatexConversion:
     formulas: list[tuple[str, str]] = field(default_factory=list)
     changed: bool = False
     error: str | None = None
+    # TeX math already in the text: (region as written, its TeX), kept as it was inside
+    tex_math: list[tuple[str, str]] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------
@@ -150,7 +180,6 @@ _SPECIAL_CLASS = "[" + re.escape(_SPECIAL_CHARS) + "]"
 _LETTER = rf"(?:(?!{_SPECIAL_CLASS})[^\W\d_])"
 
 _TOKEN_PATTERNS = [
-    ("OPAQUE", r"\\\(.*?\\\)|\\\[.*?\\\]"),
     ("URL", r"(?:https?://|ftp://|www\.)[^\s<>\"]+|(?<![\w.+-])[\w.+-]{1,64}@[\w-]+\.[\w.-]+"),
     ("COMMAND", r"\\[A-Za-z]+|\\."),
     ("DATE", r"(?<![\w/.-])(?:\d{1,2}/\d{1,2}/\d{2,4}|\d{4}-\d{1,2}-\d{1,2}|\d{1,2}-\d{1,2}-\d{4}"
@@ -203,10 +232,16 @@ def _is_chemical(word: str) -> bool:
     return all(symbol in ELEMENTS for symbol, _ in parts)
 
 
-def _tokenize(text: str) -> list[_Token]:
+def _tokenize(text: str, opaque: list[tuple[int, int]] = ()) -> list[_Token]:
+    """Tokens of ``text``; each (start, end) range in ``opaque`` (TeX math) is one OPAQUE token."""
     tokens: list[_Token] = []
+    regions = dict(opaque)
     pos = 0
     while pos < len(text):
+        if pos in regions:
+            tokens.append(_Token("OPAQUE", text[pos:regions[pos]], pos, regions[pos]))
+            pos = regions[pos]
+            continue
         m = _TOKEN_RE.match(text, pos)
         kind = m.lastgroup
         end = m.end()
@@ -217,6 +252,147 @@ def _tokenize(text: str) -> list[_Token]:
         tokens.append(_Token(kind, text[pos:end], pos, end))
         pos = end
     return tokens
+
+
+# ---------------------------------------------------------------------------------------
+# TeX math already in the text
+
+@dataclass(frozen=True)
+class TexMath:
+    """A region of TeX math already in a text: ``text[start:end]`` as written."""
+
+    start: int
+    end: int
+    delimiter: str  # "$", "$$", "\\(", "\\[" or "env" (a \begin{...}...\end{...} block)
+    inner: str      # the TeX inside the delimiters; for "env" the whole block
+
+    def output(self, text: str) -> str:
+        """The region as conversion writes it: ``$``/``$$`` become ``\\( \\)``/``\\[ \\]``."""
+        if self.delimiter == "$":
+            return "\\( " + self.inner + " \\)"
+        if self.delimiter == "$$":
+            return "\\[ " + self.inner + " \\]"
+        return text[self.start:self.end]
+
+
+# a backslash pair (an environment's \begin{name} / \end{name}, or any escaped character) or a $
+_TEX_SCAN_RE = re.compile(r"\\(?:(?P<env>begin|end)\{(?P<name>[A-Za-z]+\*?)\}|(?P<esc>.))|(?P<dollar>\$)", re.S)
+_AMOUNT_RE = re.compile(r"[0-9][0-9,]*(?:\.[0-9]+)?")
+_BLANK_LINE_RE = re.compile(r"\n[^\S\n]*\n")
+
+
+def _dollar_content_ok(content: str) -> bool:
+    """Whether the text between two dollars can be TeX math: not blank, no paragraph break,
+    no other math delimiter inside, every environment opened inside also closed inside."""
+    if not content.strip() or _BLANK_LINE_RE.search(content):
+        return False
+    open_envs: list[str] = []
+    for m in _TEX_SCAN_RE.finditer(content):
+        if m.group("env") == "begin":
+            open_envs.append(m.group("name"))
+        elif m.group("env") == "end":
+            if not open_envs or open_envs.pop() != m.group("name"):
+                return False
+        elif m.group("esc") is not None and m.group("esc") in "()[]":
+            return False
+    return not open_envs
+
+
+def _inline_dollars_ok(text: str, opening: int, closing: int) -> bool:
+    content = text[opening + 1:closing]
+    after = text[closing + 1:closing + 3]
+    if after[:1].isascii() and after[:1].isdigit():
+        return False  # "$5 and $7": a dollar before a number is a price, never a closing one
+    if after in ("\\(", "\\["):
+        return False  # a price whose number was converted: "$\( 3 \times 4 \)"
+    if _AMOUNT_RE.match(content) and content[-1].isspace():
+        return False  # "costs $5 and $x$": the first dollar is a price
+    return _dollar_content_ok(content)
+
+
+def find_tex_math(text: str) -> list[TexMath]:
+    """Every region of TeX math already in ``text``, left to right (see the module docstring)."""
+    return _scan_tex_math(text)[0]
+
+
+def _scan_tex_math(text: str) -> tuple[list[TexMath], int | None]:
+    """(the math regions, where the first \\( or \\[ that is never closed starts, or None)."""
+    if "$" not in text and "\\" not in text:
+        return [], None
+    dollars: list[int] = []
+    openings: list[tuple[int, str]] = []
+    closings: dict[str, list[int]] = {"\\(": [], "\\[": []}
+    env_end: dict[int, int] = {}
+    open_envs: dict[str, list[int]] = {}
+    for m in _TEX_SCAN_RE.finditer(text):
+        if m.group("dollar"):
+            dollars.append(m.start())
+            openings.append((m.start(), "$"))
+        elif m.group("env") == "begin":
+            open_envs.setdefault(m.group("name"), []).append(m.start())
+            openings.append((m.start(), "env"))
+        elif m.group("env") == "end":
+            if open_envs.get(m.group("name")):
+                env_end[open_envs[m.group("name")].pop()] = m.end()
+        elif m.group("esc") in ("(", "["):
+            openings.append((m.start(), "\\" + m.group("esc")))
+        elif m.group("esc") in (")", "]"):
+            closings["\\(" if m.group("esc") == ")" else "\\["].append(m.start())
+    is_dollar = set(dollars)
+    found: list[TexMath] = []
+    unclosed = None
+    pos = 0
+    for start, kind in openings:
+        if start < pos:
+            continue
+        if kind == "env":
+            if start in env_end:
+                pos = env_end[start]
+                found.append(TexMath(start, pos, "env", text[start:pos]))
+        elif kind != "$":
+            ends = closings[kind]
+            i = bisect.bisect_left(ends, start + 2)
+            if i < len(ends):
+                pos = ends[i] + 2
+                found.append(TexMath(start, pos, kind, text[start + 2:ends[i]]))
+            elif unclosed is None:
+                unclosed = start
+        elif start + 1 in is_dollar:  # $$ ... $$
+            pos = start + 2
+            i = bisect.bisect_right(dollars, start + 1)
+            if i < len(dollars):
+                closing = dollars[i]
+                if closing + 1 in is_dollar and _dollar_content_ok(text[start + 2:closing]):
+                    pos = closing + 2
+                    found.append(TexMath(start, pos, "$$", text[start + 2:closing]))
+        else:
+            i = bisect.bisect_right(dollars, start)
+            if i < len(dollars) and _inline_dollars_ok(text, start, dollars[i]):
+                pos = dollars[i] + 1
+                found.append(TexMath(start, pos, "$", text[start + 1:dollars[i]]))
+    return found, unclosed
+
+
+def extract_math(text: str) -> list[str]:
+    """The TeX of every math region of ``text``, in order, whatever its delimiters (``$x$``,
+    ``\\( x \\)`` and ``\\(x\\)`` all give ``x``; an environment gives its whole block)."""
+    return [m.inner.strip() for m in find_tex_math(text)]
+
+
+def changed_math(before: str, after: str) -> list[str]:
+    """The math of ``before`` that ``after`` no longer holds, in order (conversion may add
+    formulas between the old ones, never change or drop one)."""
+    after_math = extract_math(after)
+    missing, j = [], 0
+    for formula in extract_math(before):
+        k = j
+        while k < len(after_math) and after_math[k] != formula:
+            k += 1
+        if k == len(after_math):
+            missing.append(formula)
+        else:
+            j = k + 1
+    return missing
 
 
 # ---------------------------------------------------------------------------------------
@@ -830,9 +1006,17 @@ class LatexConverter:
     def convert(self, text: str) -> LatexConversion:
         if not isinstance(text, str):
             raise LatexValidationError(f"expected text, got {type(text).__name__}")
-        if _MATH_HINT.search(text) is None:
+        math, unclosed = _scan_tex_math(text)
+        if not math and _MATH_HINT.search(text) is None:
             return LatexConversion(text, [], False, None)
-        tokens = _tokenize(text)
+        tex_math = [(text[m.start:m.end], m.inner.strip()) for m in math]
+        opaque = [(m.start, m.end) for m in math]
+        if unclosed is not None:
+            # a \( or \[ never closed would capture any delimiter written after it: the
+            # rest of the text stays as it is
+            math = [m for m in math if m.start < unclosed]
+            opaque = [(m.start, m.end) for m in math] + [(unclosed, len(text))]
+        tokens = _tokenize(text, opaque)
         converted_spans: list[tuple[int, int, str]] = []  # (start, end, latex), char offsets
         errors: list[tuple[int, str]] = []
         # Spans are searched again in the prose left around the ones found until nothing new
@@ -859,19 +1043,22 @@ class LatexConverter:
             tokens = frozen
         out: list[str] = []
         formulas: list[tuple[str, str]] = []
+        replacements = [(start, end, r"\( " + latex + r" \)", latex) for start, end, latex in converted_spans]
+        replacements += [(m.start, m.end, m.output(text), None) for m in math]
         cursor = 0
-        for span_start, span_end, latex in sorted(converted_spans):
-            out.append(text[cursor:span_start])
-            out.append(r"\( " + latex + r" \)")
-            formulas.append((text[span_start:span_end], latex))
-            cursor = span_end
+        for start, end, replacement, latex in sorted(replacements):
+            out.append(text[cursor:start])
+            out.append(replacement)
+            if latex is not None:
+                formulas.append((text[start:end], latex))
+            cursor = end
         out.append(text[cursor:])
         converted = "".join(out)
         error = None
         if errors:
             error = "; ".join(message for _, message in sorted(errors))
             error = " ".join(error.splitlines())
-        return LatexConversion(converted, formulas, converted != text, error)
+        return LatexConversion(converted, formulas, converted != text, error, tex_math)
 
 
 # Without one of these characters no rule can fire (fast path for plain prose).
@@ -887,15 +1074,15 @@ def convert_text(text: str) -> LatexConversion:
     """Wrap every formula span of ``text`` in Mathpix-style ``\\( ... \\)``; prose is kept byte for byte."""
     if not isinstance(text, str):
         return _DEFAULT_CONVERTER.convert(text)
-    converted, formulas, changed, error = _convert_cached(text)
-    return LatexConversion(converted, list(formulas), changed, error)
+    converted, formulas, changed, error, tex_math = _convert_cached(text)
+    return LatexConversion(converted, list(formulas), changed, error, list(tex_math))
 
 
 @lru_cache(maxsize=1 << 18)
-def _convert_cached(text: str) -> tuple[str, tuple[tuple[str, str], ...], bool, str | None]:
+def _convert_cached(text: str) -> tuple[str, tuple[tuple[str, str], ...], bool, str | None, tuple]:
     # quiz texts are templated: the same problem and option texts recur thousands of times
     result = _DEFAULT_CONVERTER.convert(text)
-    return result.text, tuple(result.formulas), result.changed, result.error
+    return result.text, tuple(result.formulas), result.changed, result.error, tuple(result.tex_math)
 
 
 def convert_line(line: str) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -10,7 +12,8 @@ from hypothesis import strategies as st
 
 from pipelines.latex import (
     GREEK, OPERATORS, SUBSCRIPTS, SUPERSCRIPTS, VULGAR_FRACTIONS, LatexConverter,
-    LatexValidationError, convert_line, convert_text, invalid_formulas, latex_to_text, validate_formula,
+    LatexValidationError, changed_math, convert_line, convert_text, extract_math, find_tex_math, invalid_formulas,
+    latex_to_text, validate_formula,
 )
 
 # input -> expected output; formulas in \( \), everything else byte-identical
@@ -289,3 +292,121 @@ def test_idempotent_and_prose_preserving(text):
     for span, latex in result.formulas:
         validate_formula(span, latex)
         assert re.search(r"\s", span[:1] + span[-1:]) is None
+
+
+# ---- TeX math already in the text ----------------------------------------------------------
+
+# input -> expected output: the TeX inside math is byte-identical, dollars become \( \) / \[ \]
+TEX_CASES = [
+    # the damage seen on a real corpus (issue 17): formulas were found inside $...$
+    ("$3 a+4 b$", r"\( 3 a+4 b \)"),
+    (r"$3 \cdot 7 +1 = 22$", r"\( 3 \cdot 7 +1 = 22 \)"),
+    ("$f(x)=(a-x)(b-x)^{2}$", r"\( f(x)=(a-x)(b-x)^{2} \)"),
+    # every kind of delimiter
+    ("Solve $$x^2 - 1 = 0$$ for x.", r"Solve \[ x^2 - 1 = 0 \] for x."),
+    (r"Solve \[ x^2 - 1 = 0 \] for x.", r"Solve \[ x^2 - 1 = 0 \] for x."),
+    (r"Is \(2 x+1=7\) true?", r"Is \(2 x+1=7\) true?"),
+    ("\\begin{align} x + 1 &= 3 \\\\ 2 x &= 4 \\end{align}", "\\begin{align} x + 1 &= 3 \\\\ 2 x &= 4 \\end{align}"),
+    (r"$\left\{\begin{array}{l} x+y=1 \\ x-y=3 \end{array}\right.$",
+     r"\( \left\{\begin{array}{l} x+y=1 \\ x-y=3 \end{array}\right. \)"),
+    ("$ 1<x<5 $", r"\(  1<x<5  \)"),
+    ("若 $k-j=4$ 且 $j-$$i=3$, 则", r"若 \( k-j=4 \) 且 \( j- \)\( i=3 \), 则"),
+    ("O$_x$ and $\\text{Ag}^+ (\\text{aq})$", r"O\( _x \) and \( \text{Ag}^+ (\text{aq}) \)"),
+    # dollars that are not math
+    (r"It costs \$5 and \$7.", r"It costs \$5 and \$7."),
+    (r"Pay \$3 for $x$ pens.", r"Pay \$3 for \( x \) pens."),
+    ("It costs $5 and $7.", "It costs $5 and $7."),
+    ("A ticket is $3.50.", "A ticket is $3.50."),
+    ("between $500,000 and $750,000.", "between $500,000 and $750,000."),
+    ("A. $2000\nB. $2250\nC. $2500\nD. $2750", "A. $2000\nB. $2250\nC. $2500\nD. $2750"),
+    ("A pen costs $4 and $x$ is the number of pens.", r"A pen costs $4 and \( x \) is the number of pens."),
+    ("the parts denoted by $:\n\nIf $h$ is the depth", "the parts denoted by $:\n\nIf \\( h \\) is the depth"),
+    ("Pay $5; then $3 × 4 more", r"Pay $5; then $\( 3 \times 4 \) more"),
+    # Unicode math in the prose around TeX is still converted
+    ("If $f(x)=x^{2}$, is f(3) = 9 or 3 × 3 + 1?",
+     r"If \( f(x)=x^{2} \), is \( f(3)=9 \) or \( 3 \times 3+1 \)?"),
+    (r"Area \( \pi r^{2} \) with r = 2 cm costs $4.50", r"Area \( \pi r^{2} \) with \( r=2 \mathrm{~cm} \) costs $4.50"),
+    # an unclosed \( would capture anything written after it: the rest stays as written
+    (r"a \( b and 3 × 4 and $x$", r"a \( b and 3 × 4 and $x$"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), TEX_CASES, ids=[c[0] for c in TEX_CASES])
+def test_existing_tex_math_is_kept(text, expected):
+    result = convert_text(text)
+    assert result.text == expected
+    assert result.error is None
+    assert convert_text(result.text).text == result.text  # idempotent
+    assert changed_math(text, result.text) == []
+
+
+def test_extract_math_is_delimiter_independent():
+    text = r"$a$, $$b$$, \( c \), \[d\], \begin{align*} e \end{align*}, \$5, $6 and $7"
+    assert extract_math(text) == ["a", "b", "c", "d", r"\begin{align*} e \end{align*}"]
+    assert [m.delimiter for m in find_tex_math(text)] == ["$", "$$", "\\(", "\\[", "env"]
+    assert extract_math(convert_text(text).text) == extract_math(text)
+    assert convert_text(text).tex_math == [("$a$", "a"), ("$$b$$", "b"), (r"\( c \)", "c"), (r"\[d\]", "d"),
+                                           (r"\begin{align*} e \end{align*}", r"\begin{align*} e \end{align*}")]
+    nested = r"\begin{tabular}{c} \begin{tabular}{c} $x$ \end{tabular} \end{tabular} $y$"
+    assert extract_math(nested) == [r"\begin{tabular}{c} \begin{tabular}{c} $x$ \end{tabular} \end{tabular}", "y"]
+
+
+def test_changed_math_finds_damaged_and_lost_formulas():
+    assert changed_math("$3 a+4 b$", r"$3 \( a+4 \) b$") == ["3 a+4 b"]
+    assert changed_math(r"$3 \cdot 7 +1 = 22$", r"$3 \cdot \( 7+1=22 \)$") == [r"3 \cdot 7 +1 = 22"]
+    assert changed_math("$f(x)=(a-x)(b-x)^{2}$", r"$\( f(x)=(a-x)(b-x) \)^{2}$") == ["f(x)=(a-x)(b-x)^{2}"]
+    assert changed_math("$x$ and $y$", "x and \\( y \\)") == ["x"]
+    assert changed_math("$x$ and $y$", "\\( x \\) and \\( 2 \\) and \\(y\\)") == []
+    assert changed_math("no math", "no \\( 3 \\) math") == []
+
+
+_DOLLARY = st.lists(
+    st.sampled_from(
+        ["$", "$", "$$", r"\$", r"\(", r"\)", r"\[", r"\]", r"\begin{a}", r"\end{a}", "\\\\", "{", "}", " ", "\n",
+         "\n\n", "5", "3.50", "2,500", "x", "+", "=", "3 × 4", "½", "²", "and ", "costs ", "A. ", r"\frac{1}{2}"]
+    ),
+    max_size=30,
+).map("".join)
+
+
+@settings(max_examples=500, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(_DOLLARY)
+def test_tex_math_survives_conversion_and_conversion_is_idempotent(text):
+    result = convert_text(text)
+    assert changed_math(text, result.text) == []
+    assert convert_text(result.text).text == result.text
+
+
+def _corpus_texts() -> dict[str, list[str]]:
+    """Every question text of SceMQA and GAOKAO-MM (the options are inside the question text)."""
+    corpora = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpora"
+    scemqa = json.loads((corpora / "scemqa" / "Multiple_Choice" / "multiple_choice.json").read_text(encoding="utf-8"))
+    gaokao = [json.loads(path.read_text(encoding="utf-8"))
+              for path in sorted((corpora / "gaokao-mm" / "Data").glob("*.json"))]
+    return {
+        "scemqa": [q["Question"] for subject in scemqa.values() for q in subject],
+        "gaokao-mm": [q["question"] for data in gaokao for q in data["example"]],
+    }
+
+
+def test_real_corpora_keep_every_formula():
+    texts = _corpus_texts()
+    assert len(texts["scemqa"]) == 840 and len(texts["gaokao-mm"]) > 300
+    figures = {}
+    for name, corpus in texts.items():
+        with_tex = damaged = converted_outside = 0
+        for text in corpus:
+            result = convert_text(text)
+            with_tex += bool(extract_math(text))
+            damaged += bool(changed_math(text, result.text))
+            converted_outside += bool(result.formulas)
+            assert convert_text(result.text).text == result.text
+            assert invalid_formulas(result.text) == []
+        figures[name] = {"texts": len(corpus), "with_tex": with_tex, "damaged": damaged,
+                         "changed_outside_math": converted_outside}
+    print(figures)
+    assert all(f["damaged"] == 0 for f in figures.values())
+    assert figures["scemqa"]["with_tex"] > 150 and figures["gaokao-mm"]["with_tex"] > 250
+    # prices in a real option list stay prose
+    price_list = next(t for t in texts["scemqa"] if "A. $2000" in t)
+    assert convert_text(price_list).text == price_list
