@@ -2,7 +2,9 @@
 
 The permutation of a question depends only on the global seed and its ``question_id``,
 so it is the same in every build and independent of row order. ``permutation[j]`` is the
-original position of the option now at position ``j``.
+original position of the option now at position ``j``. Questions whose option order
+carries meaning (``pipelines.option_order``) keep the identity permutation, and the
+``shuffle`` column says which happened and why.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import math
 from dataclasses import dataclass
 
 import polars as pl
+
+from .option_order import KEPT_ORDER_PREFIX, SHUFFLED, option_order
 
 
 def option_permutation(question_id: str, num_options: int, seed: int) -> list[int]:
@@ -26,9 +30,10 @@ def option_permutation(question_id: str, num_options: int, seed: int) -> list[in
     return perm
 
 
-def _permute(question_ids: list[str], num_options, answers, seed: int):
+def _permute(question_ids: list[str], num_options, answers, seed: int, keep=None):
     """``option_permutation`` of many questions at once (the same draws, vectorized per option
-    count), and each answer's new position (-1 stays -1)."""
+    count), and each answer's new position (-1 stays -1). Rows where the boolean array
+    ``keep`` is true get the identity permutation."""
     import numpy as np
 
     n = len(question_ids)
@@ -47,6 +52,8 @@ def _permute(question_ids: list[str], num_options, answers, seed: int):
                 j = np.zeros(len(rows), dtype=np.int64)
             pi, pj = perm[at, i].copy(), perm[at, j].copy()
             perm[at, i], perm[at, j] = pj, pi
+        if keep is not None:
+            perm[keep[rows]] = np.arange(k, dtype=np.int64)
         answer = answers[rows]
         known = answer >= 0
         match = perm == answer[:, None]
@@ -60,8 +67,22 @@ def _permute(question_ids: list[str], num_options, answers, seed: int):
     return perms, new_answers
 
 
+def option_orders(questions: pl.DataFrame) -> pl.Series:
+    """The ``shuffle`` value of each question, classified once per distinct option list."""
+    if "choices" not in questions.columns:
+        return pl.Series("shuffle", [SHUFFLED] * questions.height, dtype=pl.String)
+    distinct = questions.select("choices").unique(maintain_order=True)
+    decided = distinct.with_columns(
+        pl.Series("shuffle", [option_order(c) for c in distinct["choices"].to_list()], dtype=pl.String)
+    )
+    joined = questions.select("choices").join(decided, on="choices", how="left", nulls_equal=True, maintain_order="left")
+    return joined["shuffle"]
+
+
 def shuffle_options(questions: pl.DataFrame, seed: int) -> pl.DataFrame:
-    """Permute ``choices`` / ``choice_images``, remap ``answer_idx``, add ``permutation``.
+    """Permute ``choices`` / ``choice_images``, remap ``answer_idx``, add ``permutation`` and
+    ``shuffle`` (``shuffled`` or ``kept-order:<reason>``; kept-order questions keep the
+    identity permutation).
 
     ``answer_idx`` of -1 (answer unknown) stays -1.
     """
@@ -70,8 +91,10 @@ def shuffle_options(questions: pl.DataFrame, seed: int) -> pl.DataFrame:
         .to_series()
         .to_numpy()
     )
+    shuffle = option_orders(questions)
+    keep = shuffle.str.starts_with(KEPT_ORDER_PREFIX).fill_null(False).to_numpy()
     perms, new_answers = _permute(
-        questions["question_id"].to_list(), num_options, questions["answer_idx"].to_numpy(), seed
+        questions["question_id"].to_list(), num_options, questions["answer_idx"].to_numpy(), seed, keep
     )
     perm = pl.Series("permutation", perms, dtype=pl.List(pl.Int64))
     return questions.with_columns(
@@ -79,6 +102,7 @@ def shuffle_options(questions: pl.DataFrame, seed: int) -> pl.DataFrame:
         pl.col("choice_images").list.gather(perm),
         pl.Series("answer_idx", new_answers, dtype=pl.Int64),
         perm,
+        shuffle,
     )
 
 
@@ -137,7 +161,10 @@ def chi_square_sf(statistic: float, dof: int) -> float:
 
 
 def answer_position_uniformity(shuffled: pl.DataFrame) -> list[UniformityResult]:
-    """Chi-square test that answer positions are uniform, per number of options."""
+    """Chi-square test that answer positions are uniform, per number of options, over the
+    questions that were shuffled (kept-order questions keep their source's positions)."""
+    if "shuffle" in shuffled.columns:
+        shuffled = shuffled.filter(~pl.col("shuffle").str.starts_with(KEPT_ORDER_PREFIX).fill_null(False))
     known = shuffled.filter(pl.col("answer_idx") >= 0).with_columns(
         pl.coalesce(pl.col("choices").list.len(), pl.col("choice_images").list.len()).alias("_k")
     )
