@@ -203,7 +203,8 @@ _TOKEN_PATTERNS = [
     ("SYMBOL", "[∞□]"),
     ("DEGREE", "[°℃℉]"),
     ("PERCENT", "%"),
-    ("PRIME", "[′″]"),
+    # an ASCII apostrophe is a prime only on a one-letter function before its argument: f'(x), f''(x)
+    ("PRIME", r"[′″]|(?<=\b[A-Za-z])'{1,2}(?=\()"),
     ("LPAR", r"[(\[]"),
     ("RPAR", r"[)\]]"),
     ("QMARK", r"\?"),
@@ -630,7 +631,7 @@ class _SpanParser:
                 latex += "^{" + exponent.latex + "}"
                 end = exponent.end
             elif k == "PRIME":
-                latex += "^{" + " ".join([r"\prime"] * (1 if self.tok(end) == "′" else 2)) + "}"
+                latex += "^{" + " ".join([r"\prime"] * (1 if self.tok(end) in ("′", "'") else 2)) + "}"
                 end += 1
             elif k == "DEGREE" or (k == "WS" and base.numeric and self.kind(end + 1) == "DEGREE" and (
                     self.tok(end + 1) != "°" or self.tok(end + 2) in ("C", "F"))):
@@ -903,7 +904,7 @@ def latex_to_text(latex: str) -> str:
     return _render_nodes(nodes)
 
 
-_CANONICAL_CHARS = {"−": "-", "⋅": "·", "∆": "△", "⩽": "≤", "⩾": "≥", "℃": "°C", "℉": "°F", "″": "′′"}
+_CANONICAL_CHARS = {"'": "′", "−": "-", "⋅": "·", "∆": "△", "⩽": "≤", "⩾": "≥", "℃": "°C", "℉": "°F", "″": "′′"}
 
 
 def _canonical(text: str) -> str:

@@ -70,6 +70,11 @@ CASES = [
     ("T = 2π√(L/g)", r"\( T=2 \pi \sqrt{\frac{L}{g}} \)"),
     # degrees, percent, Greek, geometry, infinity
     ("45°", r"\( 45^{\circ} \)"),
+    # an ASCII apostrophe is a prime on a one-letter function, and prose elsewhere
+    ("If f'(x) > 0 then", r"If \( f^{\prime}(x)>0 \) then"),
+    ("f''(x) = 6x", r"\( f^{\prime \prime}(x)=6 x \)"),
+    ("Mike's f(x) is Ana's", "Mike's f(x) is Ana's"),
+    ("y' = 3 and don't (x)", "y' = 3 and don't (x)"),
     ("It is 20 °C outside.", r"It is \( 20^{\circ} \mathrm{C} \) outside."),
     ("Water boils at 212°F.", r"Water boils at \( 212^{\circ} \mathrm{F} \)."),
     ("−5°C", r"\( -5^{\circ} \mathrm{C} \)"),
