@@ -92,7 +92,7 @@ def crawled_pages(context: dg.AssetExecutionContext, stemforge: StemforgeSetting
 )
 def raw_questions(context: dg.AssetExecutionContext, stemforge: StemforgeSettings) -> dg.MaterializeResult:
     from pipelines.images import ImageStore
-    from pipelines.ingest import land_source, remove_stale_sources
+    from pipelines.ingest import land_source, remove_stale_sources, source_problem
     from pipelines.stages import read_raw_questions
 
     settings = stemforge.settings()
@@ -100,6 +100,7 @@ def raw_questions(context: dg.AssetExecutionContext, stemforge: StemforgeSetting
     by_slug = configured_sources(settings.sources)
     images = ImageStore(home.images)
     per_source = {}
+    problems = []
     for spec in partition_specs(context, by_slug):
         outcome = land_source(spec, home, images)
         per_source[spec.text] = {
@@ -109,6 +110,11 @@ def raw_questions(context: dg.AssetExecutionContext, stemforge: StemforgeSetting
             "skipped_unchanged": outcome.skipped,
         }
         context.log.info(f"{spec.text}: {outcome.questions} questions, {outcome.quarantined} quarantined")
+        problem = source_problem(spec, outcome)
+        if problem:
+            problems.append(problem)
+    if problems:
+        raise dg.Failure(description="; ".join(problems), allow_retries=False)
     removed = remove_stale_sources(home, list(by_slug.values()))
     raw = read_raw_questions(home)
     by_subject = raw.group_by("subject").len().sort("subject")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -68,7 +69,8 @@ def inspect_image(data: bytes) -> ImageInfo:
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise ImageRejected(f"decompression bomb: {exc}") from None
     except Exception as exc:  # Pillow raises many types for corrupt data
-        raise ImageRejected(f"corrupt image: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+        message = re.sub(r" at 0x[0-9a-fA-F]+", "", f"corrupt image: {type(exc).__name__}: {exc}")  # no object addresses
+        raise ImageRejected(message.splitlines()[0]) from None
     return ImageInfo(sha256_hex(data), ALLOWED_FORMATS[fmt], width, height, len(data))
 
 

@@ -12,10 +12,15 @@ content digest changed (URL, state and body hash of every URL but the sitemaps);
 source is imported again only when the content of one of its files changed (a file whose
 size and mtime are unchanged is not read again; a touched file is hashed and
 compared). The files of a source are: the shards of a ``stem-parquet`` source; every
-file under the folder of a ``scienceqa`` source's ``problems.json``; the ``jsonl`` file
-and every file under its folder (images are resolved inside it), the data home excepted.
-A folder of more than ``MAX_WATCHED_FILES`` files cannot be fingerprinted cheaply: such
-a source is imported every time.
+file under the folder of a ``scienceqa`` source's ``problems.json``; the data files of a
+``jsonl`` or ``json`` source and every file under the folder its images resolve in (the
+data file's folder, or its ``image_root``), the data home excepted. A folder of more than
+``MAX_WATCHED_FILES`` files cannot be fingerprinted cheaply: such a source is imported
+every time, and so is a ``python:`` source (what its function reads is unknown).
+
+A file source that lands no usable question, or whose mapping names a field that none of
+its records has, is unusable: ``source_problem`` gives the one line that fails the build
+(``source json:...: 0 of 212 records usable; commonest reason: image file not found (212)``).
 """
 
 from __future__ import annotations
@@ -233,15 +238,56 @@ def source_files(spec: SourceSpec, home: DataHome) -> list[Path] | None:
             return list(find_shards(spec.location))
         if spec.kind == "scienceqa":
             return _walk(find_problems_file(spec.location).parent, exclude)
-        if spec.kind == "jsonl":
-            path = Path(spec.location)
-            if not path.is_file():
+        if spec.kind == "python":
+            return None
+        if spec.kind in ("jsonl", "json"):
+            from .sources.importers.json_file import find_json_files
+
+            data_files = find_json_files(spec.location) if spec.kind == "json" else [Path(spec.location)]
+            if not all(path.is_file() for path in data_files):
                 return []
-            found = _walk(path.parent, exclude)
-            return None if found is None else sorted({path, *found})
+            image_root = spec.options.get("image_root")
+            found = set(data_files)
+            for folder in sorted({(path.parent / image_root).resolve() if image_root else path.parent for path in data_files}):
+                walked = _walk(folder, exclude)
+                if walked is None:
+                    return None
+                found.update(walked)
+            return sorted(found)
     except (ValueError, OSError):
         return []
     return []
+
+
+class SourceUnusable(ValueError):
+    """A file source that landed nothing usable; the message is one line."""
+
+
+def source_problem(spec: SourceSpec, outcome: SourceOutcome) -> str | None:
+    """Why a landed file source is unusable, in one line, or None.
+
+    Unusable: a mapped field that none of its records has (the commonest cause of an empty
+    column), or no usable question at all (named with the commonest quarantine reason).
+    """
+    from .sources.importers.rows import MAPPED_FIELD_UNUSED
+
+    if spec.is_web:
+        return None
+    quarantine = pl.read_parquet(outcome.quarantine_file, columns=["reason", "detail"])
+    unused = quarantine.filter(pl.col("reason") == MAPPED_FIELD_UNUSED)
+    reasons = quarantine.filter(pl.col("reason") != MAPPED_FIELD_UNUSED)
+    records = outcome.questions + reasons.height
+    if records == 0:
+        return f"source {spec.text}: no records"
+    if unused.height:
+        fields = unused["detail"].to_list()
+        named = f"mapped field {fields[0]} is" if len(fields) == 1 else f"mapped fields {', '.join(fields)} are"
+        return f"source {spec.text}: {named} in none of its {records:,} records"
+    if outcome.questions == 0:
+        counts = reasons.group_by("reason").len().sort(["len", "reason"], descending=[True, False])
+        reason, n = counts.row(0)
+        return f"source {spec.text}: 0 of {records:,} records usable; commonest reason: {reason} ({n:,})"
+    return None
 
 
 def raw_store_digest(spec: SourceSpec, home: DataHome) -> str | None:

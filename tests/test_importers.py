@@ -389,15 +389,17 @@ def test_scienceqa_happy_path_and_bad_items(scienceqa_folder, images):
 
     reasons = {q.source_key: q.reason for q in quarantined}
     assert reasons == {
-        "problems.json#2": "subject 'social science' is outside STEM",
+        "problems.json#2": "subject outside STEM",
         "problems.json#4": "image not found at images/train/5/image.png or train/5/image.png",
-        "problems.json#5": "answer 4 out of range for 4 options",
+        "problems.json#5": "answer out of range",
         "problems.json#6": "image name '../../../secret.png' is not a plain file name",
         "problems.json#7": reasons["problems.json#7"],
         "problems.json#8": "problem is a JSON list, expected an object",
     }
     assert reasons["problems.json#7"].startswith("question image rejected: corrupt image")
     assert by_key(quarantined)["problems.json#4"].detail == "qid 5"
+    assert by_key(quarantined)["problems.json#2"].detail == "qid 3: social science"
+    assert by_key(quarantined)["problems.json#5"].detail == "qid 6: 4 for 4 options"
     assert not images.has(sha(png("black")))
 
 
@@ -520,23 +522,25 @@ def test_jsonl_bad_lines_are_quarantined_with_reasons(tmp_path, images):
     assert [q.source_key for q in questions] == ["items.jsonl#14"]
     assert questions[0].problem_image == sha(png("orange"))
     reasons = {int(q.source_key.rsplit("#", 1)[1]): q.reason for q in quarantined}
+    details = {int(q.source_key.rsplit("#", 1)[1]): q.detail for q in quarantined}
     assert sorted(reasons) == [i for i in range(18) if i != 14]
-    assert reasons[0] == f"image path '../outside.png' escapes the folder {folder.resolve()}"
-    assert reasons[1].startswith("image path '/") and " escapes the folder " in reasons[1]
-    assert reasons[2] == f"image path 'link.png' escapes the folder {folder.resolve()}"
-    assert reasons[3].startswith("malformed JSON on line 4: ")
+    assert reasons[0] == reasons[1] == reasons[2] == "image path escapes the folder"
+    assert details[0] == f"../outside.png leaves {folder.resolve()}"
+    assert details[1].startswith("/") and details[1].endswith(f" leaves {folder.resolve()}")
+    assert details[2] == f"link.png leaves {folder.resolve()}"
+    assert reasons[3] == "malformed JSON" and details[3].startswith("line 4: ")
     assert reasons[4] == reasons[5] == "not multiple choice: no options"
-    assert reasons[6] == "answer 'E' out of range for 3 options"
-    assert reasons[7] == "answer 7 out of range for 3 options"
-    assert reasons[8] == "ambiguous answer '1': as index option 1, as text option 0"
-    assert reasons[9] == "answer 'purple' is not a letter, a 0-based index or an option's text"
+    assert reasons[6] == reasons[7] == "answer out of range"
+    assert (details[6], details[7]) == ("'E' for 3 options", "7 for 3 options")
+    assert (reasons[8], details[8]) == ("ambiguous answer", "'1': as index option 1, as text option 0")
+    assert (reasons[9], details[9]) == ("answer is not a letter, a 0-based index or an option's text", "'purple'")
     assert reasons[10].startswith("question image rejected: corrupt image")
-    assert reasons[11] == "image file 'missing.png' not found"
-    assert reasons[12] == "subject 'history' is outside STEM"
-    assert reasons[13] == "line is a JSON list, expected an object"
-    assert reasons[15] == "image path 'http://example.com/x.png' is a URL; only local files are read"
+    assert (reasons[11], details[11]) == ("image file not found", "missing.png")
+    assert (reasons[12], details[12]) == ("subject outside STEM", "history")
+    assert (reasons[13], details[13]) == ("record is not an object", "list")
+    assert (reasons[15], details[15]) == ("image path is a URL; only local files are read", "http://example.com/x.png")
     assert reasons[16] == "missing skill"
-    assert reasons[17].startswith("line 18 is not UTF-8")
+    assert reasons[17] == "line is not UTF-8" and details[17].startswith("line 18: ")
     assert not images.has(sha(png("black")))
 
 
@@ -545,8 +549,8 @@ def test_jsonl_unresolvable_image_paths_and_store_failure(tmp_path, images):
     base = {"question": "Q?", "options": ["x", "y"], "answer": 0, "subject": "science", "skill": "s"}
     path = write_jsonl(tmp_path / "p.jsonl", [{**base, "image": "loop.png"}, {**base, "image": "n" * 5000 + ".png"}])
     loop, long_name = iter_import_records(parse_source_spec(f"jsonl:{path}"), images)
-    assert loop.reason.startswith("image path 'loop.png' cannot be resolved")
-    assert long_name.reason.startswith("image 'nnnn") and "unreadable" in long_name.reason
+    assert loop.reason == "image path cannot be resolved" and loop.detail.startswith("loop.png: ")
+    assert long_name.reason == "image file unreadable" and long_name.detail.startswith("nnnn")
 
     (tmp_path / "ok.png").write_bytes(png("gray"))
     path = write_jsonl(tmp_path / "s.jsonl", [{**base, "image": "ok.png"}])
@@ -678,7 +682,7 @@ def test_slugify_and_parse_answer_units():
     assert parse_answer("The answer is B", ["x", "y"], 2) == 1
     assert parse_answer("(B) y", ["x", "y"], 2) == 1
     assert parse_answer(1.0, None, 3) == 1
-    with pytest.raises(AnswerError, match="matches 2 options"):
+    with pytest.raises(AnswerError, match="matches several options"):
         parse_answer("x", ["x", "X", "y"], 3)
     with pytest.raises(AnswerError, match="missing answer"):
         parse_answer(None, ["x", "y"], 2)

@@ -1,8 +1,10 @@
 """Source specifications as users write them on the command line (CONTRACT.md, Sources).
 
 ``demo`` | ``http://HOST:PORT/`` | ``stem-parquet:PATH`` | ``scienceqa:PATH`` |
-``jsonl:PATH[?mapping]``. ``parse_source_spec`` turns the text into a ``SourceSpec`` or
-raises ``SourceSpecError`` with a one-line reason.
+``jsonl:PATH[?mapping]`` | ``json:PATH[?mapping]`` | ``python:MODULE:FUNCTION[?query]``.
+``parse_source_spec`` turns the text into a ``SourceSpec`` or raises ``SourceSpecError`` with
+a one-line reason. For ``python:`` the location is ``MODULE:FUNCTION`` (a ``.py`` path made
+absolute); the others' is the resolved path.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
-KINDS = ("demo", "http", "stem-parquet", "scienceqa", "jsonl")
+KINDS = ("demo", "http", "stem-parquet", "scienceqa", "jsonl", "json", "python")
+QUERY_KINDS = ("jsonl", "json", "python")  # kinds that take ``?mapping`` after the location
+EXPECTED = "demo, http://HOST:PORT/, stem-parquet:PATH, scienceqa:PATH, jsonl:PATH, json:PATH or python:MODULE:FUNCTION"
 
 
 class SourceSpecError(ValueError):
@@ -25,7 +29,7 @@ class SourceSpec:
     text: str  # exactly as the user wrote it; recorded as each record's ``source``
     kind: str
     location: str  # base URL for http, a path for file importers, "" for demo
-    options: dict[str, str] = field(default_factory=dict)  # the jsonl field mapping
+    options: dict[str, str] = field(default_factory=dict)  # the mapping (jsonl, json, python)
 
     @property
     def slug(self) -> str:
@@ -42,7 +46,7 @@ class SourceSpec:
 def parse_source_spec(text: str) -> SourceSpec:
     text = (text or "").strip()
     if not text:
-        raise SourceSpecError("empty source; expected demo, http://HOST:PORT/, stem-parquet:PATH, scienceqa:PATH or jsonl:PATH")
+        raise SourceSpecError(f"empty source; expected {EXPECTED}")
     if text == "demo":
         return SourceSpec(text, "demo", "")
     if text.startswith(("http://", "https://")):
@@ -55,17 +59,31 @@ def parse_source_spec(text: str) -> SourceSpec:
         return SourceSpec(text, "http", base)
     kind, sep, rest = text.partition(":")
     if not sep or kind not in KINDS:
-        raise SourceSpecError(
-            f"unknown source {text!r}; expected demo, http://HOST:PORT/, stem-parquet:PATH, scienceqa:PATH or jsonl:PATH"
-        )
+        raise SourceSpecError(f"unknown source {text!r}; expected {EXPECTED}")
     if not rest:
         raise SourceSpecError(f"source {text!r} needs a path after '{kind}:'")
     options: dict[str, str] = {}
     location = rest
-    if kind == "jsonl" and "?" in rest:
+    if kind in QUERY_KINDS and "?" in rest:
         location, _, query = rest.partition("?")
         options = dict(parse_qsl(query, keep_blank_values=True))
+    if kind == "python":
+        return SourceSpec(text, kind, _python_target(text, location), options)
     path = Path(location).expanduser()
     if not path.exists():
         raise SourceSpecError(f"source {text!r}: path {location} does not exist")
     return SourceSpec(text, kind, str(path.resolve()), options)
+
+
+def _python_target(text: str, location: str) -> str:
+    module, sep, function = location.rpartition(":")
+    if not sep or not module or not function.isidentifier():
+        raise SourceSpecError(f"source {text!r}: expected python:MODULE:FUNCTION")
+    if module.endswith(".py"):
+        path = Path(module).expanduser()
+        if not path.is_file():
+            raise SourceSpecError(f"source {text!r}: file {module} does not exist")
+        return f"{path.resolve()}:{function}"
+    if not all(part.isidentifier() for part in module.split(".")):
+        raise SourceSpecError(f"source {text!r}: {module!r} is not a module name or a .py file")
+    return location

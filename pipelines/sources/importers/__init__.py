@@ -4,13 +4,17 @@
 
 - ``stem-parquet:PATH``: the public STEM release (``stem_parquet``);
 - ``scienceqa:PATH``: ScienceQA's ``problems.json`` and its images (``scienceqa``);
-- ``jsonl:PATH[?mapping]``: one question per line with a field mapping (``jsonl``).
+- ``jsonl:PATH[?mapping]``: one question per line with a field mapping (``jsonl``);
+- ``json:PATH[?mapping]``: JSON files, an array or an object of arrays (``json_file``);
+- ``python:MODULE:FUNCTION[?query]``: records yielded by a function (``python_source``).
 
-Records carry ``source = spec.text`` and ``source_key = "<file name>#<0-based row or line>"``.
+The last three share the mapping and the row conversion of ``rows``. Records carry
+``source = spec.text`` and ``source_key = "<file name>#<0-based row or line>"``.
 Images go into the ImageStore. A record that cannot be used becomes a QuarantineEntry with
-stage ``import`` and a one-line reason; it never stops the import. A source that cannot be
-read at all (missing path, no shards, unknown mapping field) raises ``ImportSourceError``
-when ``iter_import_records`` is called, before any record is produced.
+stage ``import``, a short stable reason and the specifics in ``detail``; it never stops the
+import. A source that cannot be read at all (missing path, no shards, unknown mapping field)
+raises ``ImportSourceError`` when ``iter_import_records`` is called, before any record is
+produced (a ``python:`` function that raises does so while the records are read).
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ from ...records import Record
 from ..spec import SourceSpec
 from .answers import AnswerError, parse_answer
 from .common import ImageStoreFailure, ImportSourceError, RecordProblem, normalize_grade, normalize_subject, slugify
+from .json_file import iter_json_records
 from .jsonl import iter_jsonl_records
 from .paths import UnsafePath, resolve_inside
+from .python_source import iter_python_records
 from .scienceqa import SCIENCEQA_SUBJECTS, iter_scienceqa_records
 from .stem_parquet import find_shards, iter_stem_parquet_records
 
@@ -31,6 +37,8 @@ IMPORTERS: dict[str, Callable[[SourceSpec, ImageStore], Iterator[Record]]] = {
     "stem-parquet": iter_stem_parquet_records,
     "scienceqa": iter_scienceqa_records,
     "jsonl": iter_jsonl_records,
+    "json": iter_json_records,
+    "python": iter_python_records,
 }
 IMPORTER_KINDS = tuple(IMPORTERS)
 
@@ -53,7 +61,9 @@ __all__ = [
     "UnsafePath",
     "find_shards",
     "iter_import_records",
+    "iter_json_records",
     "iter_jsonl_records",
+    "iter_python_records",
     "iter_scienceqa_records",
     "iter_stem_parquet_records",
     "normalize_grade",

@@ -27,7 +27,14 @@ class ImageStoreFailure(OSError):
 
 
 class RecordProblem(ValueError):
-    """One record cannot be used; the message is the quarantine reason (one line)."""
+    """One record cannot be used. ``reason`` is a short, stable category (the quarantine
+    ``reason``, e.g. ``image file not found``); ``detail`` holds this record's specifics
+    (the path, the value), so that reasons group."""
+
+    def __init__(self, reason: str, detail: str | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
 
 
 # Names other corpora use for our four subjects. Anything else is outside STEM and is
@@ -97,13 +104,13 @@ def normalize_subject(raw: Any, aliases: Mapping[str, str] = SUBJECT_ALIASES) ->
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         raise RecordProblem("missing subject")
     if not isinstance(raw, str):
-        raise RecordProblem(f"subject {one_line(repr(raw), 60)} is not text")
+        raise RecordProblem("subject is not text", one_line(repr(raw), 60))
     key = " ".join(raw.replace("_", " ").replace("-", " ").split()).casefold()
     subject = aliases.get(key)
     if subject is None:
         subject = aliases.get(raw.strip())
     if subject not in SUBJECTS:
-        raise RecordProblem(f"subject {one_line(raw, 60)!r} is outside STEM")
+        raise RecordProblem("subject outside STEM", one_line(raw, 60))
     return subject
 
 
@@ -116,10 +123,10 @@ def normalize_grade(raw: Any, subject: str) -> str | None:
         return None
     if isinstance(raw, (int, float)):
         if not 0 <= raw <= 12 or raw != int(raw):  # NaN fails the range test
-            raise RecordProblem(f"grade {raw!r} is not a school grade")
+            raise RecordProblem("grade is not a school grade", repr(raw))
         return "kindergarten" if int(raw) == 0 else f"grade-{int(raw)}"
     if not isinstance(raw, str):
-        raise RecordProblem(f"grade {one_line(repr(raw), 60)} is not text")
+        raise RecordProblem("grade is not text", one_line(repr(raw), 60))
     text = " ".join(raw.strip().lower().replace("_", " ").split())
     if not text:
         return None
@@ -138,10 +145,12 @@ def normalize_grade(raw: Any, subject: str) -> str | None:
 
 def normalize_skill(raw: Any) -> str:
     if raw is None or not isinstance(raw, (str, int)) or isinstance(raw, bool):
-        raise RecordProblem("missing skill" if raw is None else f"skill {one_line(repr(raw), 60)} is not text")
+        if raw is None:
+            raise RecordProblem("missing skill")
+        raise RecordProblem("skill is not text", one_line(repr(raw), 60))
     slug = slugify(str(raw))
     if not slug:
-        raise RecordProblem(f"skill {one_line(raw, 60)!r} has no letters or digits")
+        raise RecordProblem("skill has no ASCII letters or digits", one_line(raw, 60))
     return slug
 
 

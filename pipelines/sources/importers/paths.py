@@ -1,11 +1,17 @@
-"""Resolving untrusted relative paths inside a folder, and reading image files safely."""
+"""Resolving untrusted relative paths inside a folder, and reading image files safely.
+
+Reasons are stable categories (``image file not found``); the path is the ``detail``.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
 
-from ...images import MAX_IMAGE_BYTES
+from ...images import ALLOWED_FORMATS, MAX_IMAGE_BYTES
 from .common import RecordProblem, one_line
+
+# Suffixes tried, in this order, for an image path written without one (``Math/1``).
+IMAGE_SUFFIXES = tuple(dict.fromkeys([".png", ".jpg", ".jpeg", *(f".{ext}" for ext in ALLOWED_FORMATS.values())]))
 
 
 class UnsafePath(RecordProblem):
@@ -19,20 +25,42 @@ def resolve_inside(base: Path, relative: str) -> Path:
     symlinks that lead outside are refused with ``UnsafePath``.
     """
     if not isinstance(relative, str) or not relative.strip():
-        raise RecordProblem(f"image path {one_line(repr(relative), 80)} is not a path")
+        raise RecordProblem("image path is not a path", one_line(repr(relative), 80))
     if "\x00" in relative:
-        raise UnsafePath("image path contains a NUL byte")
+        raise UnsafePath("image path contains a NUL byte", one_line(repr(relative), 80))
     if "://" in relative:
-        raise UnsafePath(f"image path {one_line(relative, 80)!r} is a URL; only local files are read")
+        raise UnsafePath("image path is a URL; only local files are read", one_line(relative, 160))
     base_resolved = base.resolve()
     candidate = Path(relative)
     try:
         target = (candidate if candidate.is_absolute() else base_resolved / candidate).resolve()
     except (OSError, RuntimeError) as exc:  # symlink loops raise RuntimeError on 3.11
-        raise RecordProblem(f"image path {one_line(relative, 80)!r} cannot be resolved: {one_line(exc, 80)}") from None
+        raise RecordProblem("image path cannot be resolved", f"{one_line(relative, 120)}: {one_line(exc, 80)}") from None
     if not target.is_relative_to(base_resolved):
-        raise UnsafePath(f"image path {one_line(relative, 160)!r} escapes the folder {one_line(base_resolved, 200)}")
+        raise UnsafePath("image path escapes the folder", f"{one_line(relative, 160)} leaves {one_line(base_resolved, 200)}")
     return target
+
+
+def resolve_image_file(base: Path, relative: str) -> Path:
+    """Like ``resolve_inside``; a path without a suffix that names no file is completed with
+    the one image suffix (``.png``, ``.jpg``, ...) under which a file exists. Two candidates
+    are refused as ambiguous; none leaves the path as written (reported as not found)."""
+    target = resolve_inside(base, relative)
+    if target.suffix or _exists(target):
+        return target
+    found = [resolve_inside(base, relative + suffix) for suffix in IMAGE_SUFFIXES]
+    found = [path for path in found if _exists(path)]
+    if len(found) > 1:
+        names = ", ".join(path.name for path in found)
+        raise RecordProblem("image path without suffix is ambiguous", f"{one_line(relative, 120)}: {names}")
+    return found[0] if found else target
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # a name too long, a permission: read_image_file reports it
+        return False
 
 
 def is_single_component(name: str) -> bool:
@@ -43,16 +71,16 @@ def is_single_component(name: str) -> bool:
 
 def read_image_file(path: Path, shown_as: str) -> bytes:
     """The bytes of an image file, refusing missing, non-regular and oversized files."""
-    shown_as = one_line(shown_as, 120)
+    shown_as = one_line(shown_as, 160)
     try:
         if not path.exists():
-            raise RecordProblem(f"image file {shown_as!r} not found")
+            raise RecordProblem("image file not found", shown_as)
         if not path.is_file():  # folders, FIFOs and devices (opening a FIFO would block)
-            raise RecordProblem(f"image {shown_as!r} is not a regular file")
+            raise RecordProblem("image is not a regular file", shown_as)
         with open(path, "rb") as f:
             data = f.read(MAX_IMAGE_BYTES + 1)
     except OSError as exc:
-        raise RecordProblem(f"image {shown_as!r} unreadable: {one_line(exc.strerror or exc, 120)}") from None
+        raise RecordProblem("image file unreadable", f"{shown_as}: {one_line(exc.strerror or exc, 120)}") from None
     if len(data) > MAX_IMAGE_BYTES:
-        raise RecordProblem(f"image {shown_as!r} is larger than {MAX_IMAGE_BYTES} bytes")
+        raise RecordProblem(f"image file larger than {MAX_IMAGE_BYTES} bytes", shown_as)
     return data

@@ -12,7 +12,7 @@ filter stage drops them with its own reason.
 
 Subjects: ScienceQA has ``natural science``, ``social science`` and ``language science``.
 ``SCIENCEQA_SUBJECTS`` maps only ``natural science`` to ``science``; the others are
-quarantined as "subject '...' is outside STEM". Callers may pass their own ``subject_map``.
+quarantined as "subject outside STEM". Callers may pass their own ``subject_map``.
 """
 
 from __future__ import annotations
@@ -80,7 +80,8 @@ def _iter_problems(
         try:
             yield _question(source, key, str(qid), item, problems_file.parent, images, aliases)
         except RecordProblem as exc:
-            yield QuarantineEntry(source, key, STAGE, str(exc), f"qid {one_line(qid, 80)}")
+            detail = f"qid {one_line(qid, 80)}" + (f": {exc.detail}" if exc.detail else "")
+            yield QuarantineEntry(source, key, STAGE, exc.reason, detail)
         except ImageStoreFailure:
             raise
         except Exception as exc:  # a problem must never stop the import

@@ -163,7 +163,7 @@ def _row_record(source: str, key: str, values: dict[str, Any], split: str | None
     try:
         return _row_question(source, key, values, split, images)
     except RecordProblem as exc:
-        return QuarantineEntry(source, key, STAGE, str(exc))
+        return QuarantineEntry(source, key, STAGE, exc.reason, exc.detail)
     except ImageStoreFailure:
         raise
     except Exception as exc:  # a row must never stop the import

@@ -1,0 +1,437 @@
+"""Importers for real layouts: ``json:``, ``python:``, ``image_root``, options in the text,
+image paths without suffix, several images or answers, placeholders, and sources that land
+nothing usable. Checked on the real corpora in ../shared/corpora (read in place, never copied)
+and on small files written here.
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from PIL import Image
+
+from pipelines.home import DataHome
+from pipelines.images import ImageStore
+from pipelines.ingest import land_source, source_files, source_problem
+from pipelines.records import QuarantineEntry, RawQuestion
+from pipelines.sources.importers import ImportSourceError, iter_import_records, parse_answer
+from pipelines.sources.importers.answers import AnswerError
+from pipelines.sources.importers.rows import MAPPED_FIELD_UNUSED
+from pipelines.sources.importers.text_options import split_options, strip_placeholders
+from pipelines.sources.spec import SourceSpecError, parse_source_spec
+from pipelines.warehouse import run_query
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPORA = ROOT / ".." / "shared" / "corpora"
+SCEMQA = CORPORA / "scemqa" / "Multiple_Choice"
+GAOKAO = CORPORA / "gaokao-mm" / "Data"
+SOURCES_MODULE = Path(__file__).resolve().parent / "corpus_sources.py"
+
+SCEMQA_MAPPING = (
+    "options_in_text=1&problem=Question&answer=Answer (final answer highlighted)&answer_format=letter"
+    "&image=ImagePath&subject=_key&skill=_key"
+)
+GAOKAO_MAPPING = (
+    "records=example&options_in_text=1&image=picture&subject=_file"
+    "&subjects=Biology:science,Chemistry:science,Physics:science,Math:math&skill=_file"
+)
+SCEMQA_SPEC = f"json:{SCEMQA / 'multiple_choice.json'}?{SCEMQA_MAPPING}"
+GAOKAO_SPEC = f"json:{GAOKAO}?{GAOKAO_MAPPING}"
+
+
+def png(color="teal", size=(16, 12)) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", size, color).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def jpeg(color="olive") -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (16, 12), color).save(buffer, format="JPEG")
+    return buffer.getvalue()
+
+
+def read(spec_text: str, store: ImageStore):
+    records = list(iter_import_records(parse_source_spec(spec_text), store))
+    questions = [r for r in records if isinstance(r, RawQuestion)]
+    quarantined = [r for r in records if isinstance(r, QuarantineEntry)]
+    return questions, quarantined
+
+
+def by_reason(quarantined) -> dict[str, int]:
+    return dict(collections.Counter(q.reason for q in quarantined))
+
+
+@pytest.fixture
+def store(tmp_path):
+    return ImageStore(tmp_path / "images")
+
+
+# ---------------------------------------------------------------- options in the text
+
+
+@pytest.mark.parametrize(
+    ("text", "stem", "options"),
+    [
+        ("Which?\n\nA. one\nB. two\nC. three", "Which?", ["one", "two", "three"]),
+        ("Which?\n(A) one\n(B) two\n(C)\tthree \r\n", "Which?", ["one", "two", "three"]),
+        ("Which?\nA) one\nB) two", "Which?", ["one", "two"]),
+        ("哪个？\nＡ．甲\nＢ．乙\nＣ．丙", "哪个？", ["甲", "乙", "丙"]),
+        ("Sum? A. 1 B. 2 C. 3 D. 4", "Sum?", ["1", "2", "3", "4"]),
+        ("体积为 ( )A. 6B. 9C. 12D. 18", "体积为 ( )", ["6", "9", "12", "18"]),
+        ("输出 $S=(\\quad)$A. $\\frac{5}{4}$B. $\\frac{4}{5}$", "输出 $S=(\\quad)$", ["$\\frac{5}{4}$", "$\\frac{4}{5}$"]),
+        ("Where is it largest?\nA.\nB.\nC.\nD.", "Where is it largest?", ["A", "B", "C", "D"]),
+        ("Pick one\n(A)\n(B) \n(C)", "Pick one", ["A", "B", "C"]),
+        # the stem mentions (A) and vitamin B.: the options are the run that starts last
+        ("Is (A) or vitamin B. right?\n(A) yes\n(B) no", "Is (A) or vitamin B. right?", ["yes", "no"]),
+        # prices are not math, labels inside $...$ are not labels
+        ("Median?\n\nA. $2000\nB. $2250\nC. $2500", "Median?", ["$2000", "$2250", "$2500"]),
+        # OCR slips at the start of a line: a lower-case label, a label without its dot
+        ("Then ( )\nA. $x$\nB $y$\nc. $z$\nD. $w$", "Then ( )", ["$x$", "$y$", "$z$", "$w$"]),
+        ("Options span\nA. first line\ncontinued\nB. second", "Options span", ["first line\ncontinued", "second"]),
+    ],
+)
+def test_split_options(text, stem, options):
+    assert split_options(text) == (stem, options)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "No options here.",
+        "Only A. one",
+        "U.S.A. B. C. are letters",  # no label A starts a run
+        "f(A) and f(B) are values",  # f(A) is notation
+        "$A. x$ and $B. y$",  # inside math
+        "表\n\\begin{tabular}{|c|c|}\n\\hline A. & x \\\\\n\\hline B. & y \\\\\n\\end{tabular}",
+    ],
+)
+def test_split_options_finds_none(text):
+    assert split_options(text) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("AB CDab()．.：)\n$\\{x1")), max_size=40))
+def test_split_options_is_total_and_keeps_the_stem_a_prefix(text):
+    result = split_options(text)
+    if result is not None:
+        stem, options = result
+        assert text.startswith(stem) and 2 <= len(options) and all(option.strip() for option in options)
+
+
+def test_placeholders():
+    assert strip_placeholders("<image 1> What is shown in <image1>?") == ("What is shown in?", [1, 1])
+    assert strip_placeholders("no placeholder") == ("no placeholder", [])
+
+
+# ---------------------------------------------------------------- answers
+
+
+def test_answers_with_explanations_and_several_answers():
+    options = ["w", "x", "y", "z"]
+    for value, index in [("D", 3), ("D. because", 3), ("C:DPIP acts", 2), ("\nB This boxplot", 1),
+                         ("A： Statement", 0), ("B-This is", 1), ("(D)  http://x/y.jpg", 3), (["C"], 2)]:
+        assert parse_answer(value, options, 4, answer_format="letter") == index, value
+    for value in (["A", "C"], "BD", "(C, D) Since", "A, D For a lens", "A and C"):
+        with pytest.raises(AnswerError) as caught:
+            parse_answer(value, options, 4, answer_format="letter")
+        assert caught.value.reason == "several answers", value
+    with pytest.raises(AnswerError) as caught:  # an explanation is read only when asked: "A cat" is text
+        parse_answer("A cat", options, 4)
+    assert caught.value.reason == "answer is not a letter, a 0-based index or an option's text"
+    assert parse_answer("BD", ["AB", "BD"], 2) == 1  # the option's text wins over several letters
+
+
+# ---------------------------------------------------------------- json: layouts
+
+
+def write_json(path: Path, document) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, ensure_ascii=False))
+    return path
+
+
+def q(question="Which?", **fields):
+    return {"question": question, "options": ["a", "b"], "answer": "A", "subject": "math", "skill": "s", **fields}
+
+
+def test_json_array_object_of_arrays_records_key_and_folder(tmp_path, store):
+    folder = tmp_path / "corpus"
+    write_json(folder / "a.json", [q("A0"), q("A1")])
+    write_json(folder / "b.json", {"Physics": [q("P0", subject=None)], "Math": [q("M0", subject=None)], "meta": "x"})
+    write_json(folder / "c.json", {"keywords": "k", "data": {"items": [q("C0")]}})
+    (folder / "sub").mkdir()
+    write_json(folder / "sub" / "ignored.json", [q("not read")])
+
+    questions, quarantined = read(f"json:{folder / 'a.json'}", store)
+    assert [(x.source_key, x.problem) for x in questions] == [("a.json#0", "A0"), ("a.json#1", "A1")]
+
+    questions, quarantined = read(f"json:{folder / 'b.json'}?subject=_key&skill=_key", store)
+    assert [(x.source_key, x.subject, x.skill) for x in questions] == [
+        ("b.json#Physics/0", "science", "physics"), ("b.json#Math/0", "math", "math"),
+    ]
+    questions, _ = read(f"json:{folder / 'c.json'}?records=data.items&skill=_file", store)
+    assert [(x.source_key, x.problem, x.skill) for x in questions] == [("c.json#0", "C0", "c")]
+
+    # a folder: its .json files in name order; files of another layout are one entry each
+    questions, quarantined = read(f"json:{folder}?records=data.items", store)
+    assert [x.source_key for x in questions] == ["c.json#0"]
+    assert {(e.source_key, e.reason) for e in quarantined} == {
+        ("a.json", "records key not in the file"), ("b.json", "records key not in the file"),
+    }
+    questions, quarantined = read(f"json:{folder}?subject='math'", store)
+    assert len(questions) == 4 and [e.reason for e in quarantined] == ["JSON object without arrays of records"]
+
+
+def test_json_bad_files_and_start_up_errors(tmp_path, store):
+    write_json(tmp_path / "bad" / "a.json", [q()])
+    (tmp_path / "bad" / "b.json").write_text('{"x": [1, 2')
+    (tmp_path / "bad" / "c.json").write_text('"a string"')
+    questions, quarantined = read(f"json:{tmp_path / 'bad'}", store)
+    assert len(questions) == 1
+    assert [(e.source_key, e.reason) for e in quarantined] == [
+        ("b.json", "malformed JSON file"), ("c.json", "JSON file is neither an array nor an object of arrays"),
+    ]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ImportSourceError, match="no .json files"):
+        iter_import_records(parse_source_spec(f"json:{tmp_path / 'empty'}"), store)
+    with pytest.raises(ImportSourceError, match="unknown field 'colour' in json mapping"):
+        iter_import_records(parse_source_spec(f"json:{tmp_path / 'bad'}?colour=hue"), store)
+    with pytest.raises(ImportSourceError, match="options_in_text=1 reads the options from the text"):
+        iter_import_records(parse_source_spec(f"json:{tmp_path / 'bad'}?options_in_text=1&choices=opts"), store)
+    with pytest.raises(ImportSourceError, match="image_root=nowhere is not a folder"):
+        iter_import_records(parse_source_spec(f"json:{tmp_path / 'bad'}?image_root=nowhere"), store)
+    with pytest.raises(ImportSourceError, match="subjects="):
+        iter_import_records(parse_source_spec(f"json:{tmp_path / 'bad'}?subjects=Biology:biology"), store)
+
+
+# ---------------------------------------------------------------- images
+
+
+def test_image_root_resolves_against_a_folder_beside_the_data(tmp_path, store):
+    (tmp_path / "secret.png").write_bytes(png("black"))
+    (tmp_path / "corpus" / "images").mkdir(parents=True)
+    (tmp_path / "corpus" / "images" / "1.png").write_bytes(png("red"))
+    data = tmp_path / "corpus" / "data" / "q.jsonl"
+    data.parent.mkdir()
+    lines = [q(image="images/1.png", level="hard"), q(image="../secret.png")]
+    data.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+
+    questions, quarantined = read(f"jsonl:{data}", store)  # relative to data/: not found
+    assert questions == [] and [e.reason for e in quarantined] == ["image file not found", "image path escapes the folder"]
+
+    questions, quarantined = read(f"jsonl:{data}?image_root=..", store)
+    assert [x.source_key for x in questions] == ["q.jsonl#0"] and store.get(questions[0].problem_image) == png("red")
+    assert questions[0].grade is None  # "level" is not a grade unless mapped
+    assert [(e.reason, e.detail) for e in quarantined] == [
+        ("image path escapes the folder", f"../secret.png leaves {(tmp_path / 'corpus').resolve()}")
+    ]
+
+
+def test_image_paths_without_suffix_lists_and_placeholders(tmp_path, store):
+    (tmp_path / "Math").mkdir()
+    (tmp_path / "Math" / "1.jpg").write_bytes(jpeg())
+    (tmp_path / "Math" / "2.png").write_bytes(png("blue"))
+    (tmp_path / "Math" / "2.jpg").write_bytes(jpeg("blue"))
+    rows = [
+        q("<image 1> What is this?", image="Math/1"),
+        q("Two?", image="Math/2"),
+        q("None?", image="Math/3"),
+        q("One in a list <image1>", image=["Math/1.jpg"]),
+        q("Two in a list", image=["Math/1.jpg", "Math/2.png"]),
+        q("Refers to <image2>", image="Math/1"),
+        q("Empty list", image=[]),
+    ]
+    questions, quarantined = read(f"json:{write_json(tmp_path / 'q.json', rows)}", store)
+    assert [(x.source_key, x.problem, x.problem_image) for x in questions] == [
+        ("q.json#0", "What is this?", store.put(jpeg()).image_hash),
+        ("q.json#3", "One in a list", store.put(jpeg()).image_hash),
+        ("q.json#6", "Empty list", None),
+    ]
+    assert [(e.source_key, e.reason, e.detail) for e in quarantined] == [
+        ("q.json#1", "image path without suffix is ambiguous", "Math/2: 2.png, 2.jpg"),
+        ("q.json#2", "image file not found", "Math/3"),
+        ("q.json#4", "several images", "2 images"),
+        ("q.json#5", "placeholder names an image the question does not have", "<image 2>"),
+    ]
+
+
+# ---------------------------------------------------------------- python:
+
+
+def test_python_source_calls_a_function_with_the_query(tmp_path, store):
+    spec = parse_source_spec(f"python:{SOURCES_MODULE}:drawn?color=green&count=2&grade='grade 2'")
+    assert spec.location == f"{SOURCES_MODULE}:drawn"
+    questions, quarantined = read(spec.text, store)
+    assert [(x.source_key, x.choices, x.grade, x.subject) for x in questions] == [
+        ("drawn#0", ("green", "red"), "grade-2", "science")
+    ]
+    assert store.get(questions[0].problem_image) == png("green", (12, 10))
+    assert [(e.source_key, e.reason) for e in quarantined] == [("drawn#1", "not multiple choice: no options")]
+
+    with pytest.raises(ImportSourceError, match=r"^python: broken\(\) failed: RuntimeError: the corpus server went away$"):
+        list(iter_import_records(parse_source_spec(f"python:{SOURCES_MODULE}:broken"), store))
+    with pytest.raises(ImportSourceError, match="has no function missing"):
+        iter_import_records(parse_source_spec(f"python:{SOURCES_MODULE}:missing"), store)
+    with pytest.raises(ImportSourceError, match="cannot import no_such_module_here"):
+        iter_import_records(parse_source_spec("python:no_such_module_here:f"), store)
+    for bad in ("python:nofunction", "python:a-b:f", f"python:{tmp_path / 'none.py'}:f", "python:mod:not-an-id"):
+        with pytest.raises(SourceSpecError):
+            parse_source_spec(bad)
+
+
+# ---------------------------------------------------------------- unusable sources
+
+
+def test_sources_that_land_nothing_usable_name_the_commonest_reason(tmp_path):
+    home = DataHome(tmp_path / "home")
+    images = ImageStore(home.images)
+    data = tmp_path / "data" / "q.jsonl"
+    data.parent.mkdir()
+    data.write_text("\n".join(json.dumps(q(f"Q{i}", image=f"images/{i}.png")) for i in range(3)) + "\n"
+                    + json.dumps(q("no options", options=None)) + "\n")
+
+    def problem(text):
+        spec = parse_source_spec(text)
+        return source_problem(spec, land_source(spec, home, images))
+
+    assert problem(f"jsonl:{data}") == (
+        f"source jsonl:{data}: 0 of 4 records usable; commonest reason: image file not found (3)"
+    )
+    assert problem(f"jsonl:{data}?skill=Topic") == (
+        f"source jsonl:{data}?skill=Topic: mapped field skill=Topic is in none of its 4 records"
+    )
+    assert problem(f"python:{SOURCES_MODULE}:nothing") == f"source python:{SOURCES_MODULE}:nothing: no records"
+    assert problem(f"python:{SOURCES_MODULE}:drawn") is None
+    spec = parse_source_spec(f"jsonl:{data}?grade=level&split=_key")
+    records = list(iter_import_records(spec, images))
+    entries = [r for r in records if isinstance(r, QuarantineEntry) and r.reason == MAPPED_FIELD_UNUSED]
+    assert [(e.source_key, e.detail) for e in entries] == [("q.jsonl", "grade=level"), ("q.jsonl", "split=_key")]
+
+
+def test_files_watched_for_changes(tmp_path):
+    home = DataHome(tmp_path / "home")
+    (tmp_path / "corpus" / "data").mkdir(parents=True)
+    (tmp_path / "corpus" / "images").mkdir()
+    (tmp_path / "corpus" / "images" / "1.png").write_bytes(png())
+    write_json(tmp_path / "corpus" / "data" / "a.json", [q()])
+    write_json(tmp_path / "corpus" / "data" / "b.json", [q()])
+    folder = tmp_path / "corpus" / "data"
+    assert source_files(parse_source_spec(f"json:{folder}"), home) == [folder / "a.json", folder / "b.json"]
+    assert source_files(parse_source_spec(f"json:{folder / 'a.json'}?image_root=.."), home) == [
+        folder / "a.json", folder / "b.json", tmp_path / "corpus" / "images" / "1.png",
+    ]
+    assert source_files(parse_source_spec(f"python:{SOURCES_MODULE}:drawn"), home) is None  # imported every build
+
+
+def test_the_sensor_leaves_python_sources_to_the_schedule(tmp_path):
+    from pipelines.incremental import detect_source_changes
+    from pipelines.settings import BuildSettings
+
+    report = detect_source_changes(BuildSettings(home=str(tmp_path / "home"), sources=(f"python:{SOURCES_MODULE}:drawn",)))
+    (change,) = report.sources
+    assert change.changed is None and report.changed == []
+
+
+# ---------------------------------------------------------------- the real corpora, whole
+
+
+def test_scemqa_whole_file(store):
+    questions, quarantined = read(SCEMQA_SPEC, store)
+    assert (len(questions), len(quarantined)) == (834, 6)
+    assert by_reason(quarantined) == {"several answers": 4, "answer out of range": 1, "no options in the text": 1}
+    assert collections.Counter(x.skill for x in questions) == {"math": 211, "biology": 211, "physics": 211, "chemistry": 201}
+    got = {x.source_key: x for x in questions}
+    labels = got["multiple_choice.json#Physics/0"]  # options drawn in the figure: the labels stay
+    assert labels.problem == "At which position in the above circuit will the charge passing that position in one second be largest?"
+    assert (labels.choices, labels.answer_idx, labels.subject) == (("A", "B", "C", "D"), 0, "science")
+    assert store.get(labels.problem_image) == (SCEMQA / "Physics" / "1.jpg").read_bytes()
+    explained = got["multiple_choice.json#Chemistry/0"]  # answer "B Vapor pressure is dependent ..."
+    assert explained.problem.startswith("Based on the strength of") and explained.problem.endswith("same temperature.")
+    assert explained.choices[1] == "ethene > propane > ethanal > methanol" and explained.answer_idx == 1
+    assert store.get(explained.problem_image) == (SCEMQA / "Chemistry" / "1.png").read_bytes()
+    math = got["multiple_choice.json#Math/1"]
+    assert math.choices == ("$ 1<x<5 $", "$x<1$ or $x>5$", "$x > 5$ only", "$x > 1$", "$x > 3$")
+    assert (math.answer_idx, math.subject, math.grade) == (1, "math", None)
+    details = {e.source_key: (e.reason, e.detail) for e in quarantined}
+    assert details["multiple_choice.json#Physics/141"][0] == "several answers"
+    assert details["multiple_choice.json#Physics/141"][1].startswith("'(C, D) Since the sign")
+    reason, detail = details["multiple_choice.json#Math/104"]  # the key says E; the text has A to D
+    assert reason == "answer out of range" and detail.startswith("'E: The integral") and detail.endswith("for 4 options")
+
+
+def test_gaokao_whole_folder(store):
+    questions, quarantined = read(GAOKAO_SPEC, store)
+    assert (len(questions), len(quarantined)) == (215, 127)
+    assert by_reason(quarantined) == {"several answers": 68, "several images": 55, "no options in the text": 4}
+    assert collections.Counter((x.subject, x.skill) for x in questions) == {
+        ("science", "2010-2023-physics-mcqs"): 79, ("science", "2010-2023-chemistry-mcqs"): 59,
+        ("math", "2010-2023-math-mcqs"): 59, ("science", "2010-2023-biology-mcqs"): 18,
+    }
+    got = {x.source_key: x for x in questions}
+    curves = got["2010-2023_Biology_MCQs.json#0"]
+    assert curves.problem.endswith("该动物血液中血红蛋白含量随水温变化趋势的曲线是 ( )")
+    assert (curves.choices, curves.answer_idx) == (("甲", "乙", "丙", "丁"), 0)
+    assert store.get(curves.problem_image) == (
+        GAOKAO / "2010-2023_Biology_MCQs" / "2010-2023_Biology_MCQs_0_0.png"
+    ).read_bytes()
+    inline = got["2010-2023_Math_MCQs.json#1"]  # "( )A. $\frac{5}{4}$B. ..." on one line
+    assert inline.problem.endswith("则输出的数等于 ( )")
+    assert inline.choices == ("$\\frac{5}{4}$", "$\\frac{4}{5}$", "$\\frac{6}{5}$", "$\\frac{5}{6}$")
+    assert inline.answer_idx == 3
+    assert store.get(inline.problem_image) == (GAOKAO / "2010-2023_Math_MCQs" / "2010-2023_Math_MCQs_1_0.png").read_bytes()
+    details = {e.source_key: (e.reason, e.detail) for e in quarantined}
+    assert details["2010-2023_Physics_MCQs.json#7"] == ("several answers", "'BD'")
+    assert details["2010-2023_Chemistry_MCQs.json#0"] == ("several images", "4 images")
+    assert details["2010-2023_Chemistry_MCQs.json#12"] == ("no options in the text", None)  # a LaTeX table
+
+
+# ---------------------------------------------------------------- stemforge build on slices
+
+
+def stemforge_build(home: Path, *sources: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "pipelines.cli", "build", "--home", str(home), "--quiet"]
+    for source in sources:
+        command += ["--source", source]
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=900)
+
+
+@pytest.mark.slow
+def test_build_over_slices_of_both_corpora(tmp_path):
+    whole = json.loads((SCEMQA / "multiple_choice.json").read_text(encoding="utf-8"))
+    slice_file = write_json(tmp_path / "scemqa" / "slice.json", {subject: rows[:6] for subject, rows in whole.items()})
+    scemqa = f"json:{slice_file}?image_root={SCEMQA.resolve()}&{SCEMQA_MAPPING}"
+    gaokao = f"python:{SOURCES_MODULE}:gaokao_slice?per_file=7&image_root={GAOKAO.resolve()}&options_in_text=1&image=picture"
+    home = tmp_path / "home"
+    result = stemforge_build(home, scemqa, gaokao)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = dict(run_query(DataHome(home), "SELECT source, count(*) FROM questions GROUP BY 1").rows)
+    assert rows[scemqa] >= 20 and rows[gaokao] >= 10, rows
+    raw = dict(run_query(DataHome(home), "SELECT source, count(*) FROM raw_questions GROUP BY 1").rows)
+    assert raw == {scemqa: 24, gaokao: 19}, raw
+    reasons = run_query(DataHome(home), "SELECT reason, count(*) FROM quarantine WHERE stage = 'import' GROUP BY 1 ORDER BY 1").rows
+    assert reasons == [("several answers", 1), ("several images", 8)], reasons
+
+
+@pytest.mark.slow
+def test_build_of_an_unusable_source_ends_non_zero_with_one_line(tmp_path):
+    cases = {
+        # GAOKAO's picture paths ("../Data/...") already resolve from the file's folder; a root
+        # one level up sends them outside it
+        f"json:{GAOKAO}?{GAOKAO_MAPPING}&image_root=..": "0 of 342 records usable; commonest reason: image path escapes the folder (215)",
+        f"json:{SCEMQA / 'multiple_choice.json'}?{SCEMQA_MAPPING}&grade=Level": "mapped field grade=Level is in none of its 840 records",
+        f"python:{SOURCES_MODULE}:nothing": "no records",
+    }
+    for i, (source, message) in enumerate(cases.items()):
+        result = stemforge_build(tmp_path / f"home{i}", source)
+        assert result.returncode == 1, result.stdout[-2000:]
+        lines = [line for line in result.stdout.splitlines() if f"source {source}" in line]
+        assert lines == [f"  raw_questions: source {source}: {message}"], result.stdout[-2000:]
