@@ -84,11 +84,16 @@ def latex_questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     )
 
 
-def _checked(name: str, stemforge: StemforgeSettings) -> dg.AssetCheckResult:
-    """Run the library check ``name`` (memoized on the files it reads) as an asset check."""
+def _checked(name: str, stemforge: StemforgeSettings, blocking: bool = False) -> dg.AssetCheckResult:
+    """Run the library check ``name`` (memoized on the files it reads) as an asset check; a
+    blocking one's failure is remembered until it passes (``pipelines.blocking``)."""
     from pipelines.checks import run_check
 
     outcome = run_check(name, stemforge.settings())
+    if blocking:
+        from pipelines.blocking import record_check
+
+        record_check(stemforge.settings().data_home, name, outcome.passed, outcome.description)
     return dg.AssetCheckResult(
         passed=outcome.passed, description=outcome.description, metadata=json_metadata(outcome.metadata)
     )
@@ -96,7 +101,7 @@ def _checked(name: str, stemforge: StemforgeSettings) -> dg.AssetCheckResult:
 
 @dg.asset_check(asset=deduplicated_questions, blocking=True, description="No question identity is kept twice.")
 def no_identity_twice(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
-    return _checked("no_identity_twice", stemforge)
+    return _checked("no_identity_twice", stemforge, blocking=True)
 
 
 @dg.asset_check(
@@ -105,7 +110,7 @@ def no_identity_twice(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
     description="Every kept question has an image, 2-5 options and an answer in range.",
 )
 def kept_questions_are_valid(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
-    return _checked("kept_questions_are_valid", stemforge)
+    return _checked("kept_questions_are_valid", stemforge, blocking=True)
 
 
 @dg.asset_check(asset=latex_questions, description="Every LaTeX span in the output parses.")

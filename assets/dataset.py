@@ -15,7 +15,10 @@ from .ingest import raw_questions
     owners=OWNERS,
     code_version="1",
     deps=[latex_questions],
-    description="Each question's options permuted by a seeded hash of its id; the answer index remapped and the permutation kept.",
+    description=(
+        "Each question's options permuted by a seeded hash of its id; the answer index remapped and the permutation "
+        "kept. Options that are only figure labels, or that refer to other options, keep their order (`shuffle`)."
+    ),
 )
 def shuffled_questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     from pipelines import stages
@@ -78,25 +81,41 @@ def dataset_statistics(stemforge: StemforgeSettings) -> dg.MaterializeResult:
 )
 def stem_export(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     from pipelines import stages
+    from pipelines.export import ExportRefused
 
     settings = stemforge.settings()
-    figures = stages.export_stage(settings.data_home, settings)
+    try:
+        figures = stages.export_stage(settings.data_home, settings)
+    except ExportRefused as exc:
+        raise dg.Failure(description=f"blocking check export_invariants failed: {exc}", allow_retries=False) from None
     return dg.MaterializeResult(metadata=json_metadata(figures))
 
 
-@dg.asset_check(asset=shuffled_questions, description="Answer positions are uniform for each number of options (chi-square, p >= 0.001).")
+@dg.asset_check(asset=shuffled_questions, description="Answer positions of the shuffled (not kept-order) questions are uniform for each number of options (chi-square, p >= 0.001).")
 def answer_position_uniform(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
     return _checked("answer_position_uniform", stemforge)
 
 
 @dg.asset_check(asset=shuffled_questions, blocking=True, description="The answer's text or image is unchanged by the shuffle.")
 def answer_content_unchanged(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
-    return _checked("answer_content_unchanged", stemforge)
+    return _checked("answer_content_unchanged", stemforge, blocking=True)
+
+
+@dg.asset_check(
+    asset=shuffled_questions,
+    blocking=True,
+    description=(
+        "Options that are figure labels or refer to other options kept their order (identity permutation, "
+        "reason recorded in `shuffle`), and each figure-label key still names the source's answer."
+    ),
+)
+def kept_order_keys_match_source(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
+    return _checked("kept_order_keys_match_source", stemforge, blocking=True)
 
 
 @dg.asset_check(asset=questions, blocking=True, description="No duplicate group appears in two splits.")
 def no_split_leakage(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
-    return _checked("no_split_leakage", stemforge)
+    return _checked("no_split_leakage", stemforge, blocking=True)
 
 
 @dg.asset_check(asset=questions, description="Split proportions are within 3 points of the configured ratios overall.")
@@ -106,7 +125,7 @@ def split_proportions(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
 
 @dg.asset_check(asset=stem_export, blocking=True, description="The export satisfies the STEM release's invariants.")
 def export_invariants(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
-    return _checked("export_invariants", stemforge)
+    return _checked("export_invariants", stemforge, blocking=True)
 
 
 @dg.asset(
@@ -115,16 +134,24 @@ def export_invariants(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
     owners=OWNERS,
     code_version="1",
     pool="duckdb_write",
-    deps=[raw_questions, questions, "model_predictions", "evaluation_metrics", "cogme_profiles", "question_tags"],
+    deps=[raw_questions, questions, stem_export, "model_predictions", "evaluation_metrics", "cogme_profiles", "question_tags"],
     description=(
         "warehouse.duckdb: every lake table published as a DuckDB table in a new file that is renamed "
         "into place, so readers see the previous version or the new one, never a mix. The only writer."
     ),
 )
 def warehouse(stemforge: StemforgeSettings) -> dg.MaterializeResult:
+    from pipelines.blocking import blocked_checks
     from pipelines.warehouse import publish_warehouse
 
     home = stemforge.settings().data_home
+    blocked = blocked_checks(home)
+    if blocked:
+        name, reason = sorted(blocked.items())[0]
+        raise dg.Failure(
+            description=f"not published: blocking check {name} failed: {reason}; the previous warehouse is kept",
+            allow_retries=False,
+        )
     result = publish_warehouse(home)
     return dg.MaterializeResult(
         metadata=json_metadata({"path": str(result.path), "tables": result.tables, "skipped_unchanged": result.skipped})

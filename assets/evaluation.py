@@ -41,11 +41,13 @@ def model_predictions(context: dg.AssetExecutionContext, stemforge: StemforgeSet
         "score; ECE and reliability; circular accuracy; paired comparisons; the paper's reference rows."
     ),
 )
-def evaluation_metrics(stemforge: StemforgeSettings) -> dg.MaterializeResult:
+def evaluation_metrics(context: dg.AssetExecutionContext, stemforge: StemforgeSettings) -> dg.MaterializeResult:
     from pipelines import evaluation
 
     settings = stemforge.settings()
     metrics, figures = evaluation.metrics_stage(settings.data_home, settings)
+    for model, reason in (figures.get("left_out") or {}).items():
+        context.log.warning(f"model {model} left out of the metrics: {reason}")
     headline = metrics.filter(
         (metrics["metric"] == "accuracy") & metrics["group_by"].is_in(["macro", "micro"])
     ).select("model", "split", "group_by", "value", "ci_low", "ci_high", "n")

@@ -155,7 +155,22 @@ def run_build(
     in this process) or ``multiprocess`` (each step in its own process, at most
     ``max_concurrent`` at once, default the CPU count); the ``duckdb_write`` pool keeps the
     warehouse writer single either way.
+    One build per data home at a time (``pipelines.homelock``): a second one raises
+    ``HomeBusy`` naming the running one.
     """
+    from .homelock import home_lock
+
+    with home_lock(settings.data_home, "build", log=print if progress else None):
+        return _run_build(settings, selection, progress, executor, max_concurrent)
+
+
+def _run_build(
+    settings: BuildSettings,
+    selection: str | None,
+    progress: bool,
+    executor: str,
+    max_concurrent: int | None,
+) -> BuildOutcome:
     import dagster as dg
 
     from assets.ingest import all_sources_tags, source_partitions, sync_source_partitions
@@ -202,18 +217,39 @@ def run_build(
         raise_on_error=False,
         asset_selection=asset_selection,
     )
-    failed = step_failures(result.all_events)
+    failed = failed_checks(result.all_events) + step_failures(result.all_events)
     return BuildOutcome(result.success, home, failed, build_summary(home, result.success, failed, result.run_id))
 
 
+def failed_checks(events) -> list[str]:
+    """``check <asset>.<name> failed: <description>`` for every asset check that failed
+    (blocking or not), in run order."""
+    lines = []
+    for event in events:
+        if event.event_type_value != "ASSET_CHECK_EVALUATION":
+            continue
+        evaluation = event.asset_check_evaluation_data
+        if evaluation.passed:
+            continue
+        kind = "blocking check" if evaluation.blocking else "check"
+        reason = (evaluation.description or "failed").strip().splitlines()[0]
+        lines.append(f"{kind} {evaluation.asset_key.to_user_string()}.{evaluation.check_name} failed: {reason}")
+    return lines
+
+
 def step_failures(events) -> list[str]:
-    """``step: one-line reason`` for every failed step of a run."""
+    """``step: one-line reason`` for every failed step of a run (a step failed only by its
+    blocking checks is named by ``failed_checks``)."""
     reasons: dict[str, str] = {}
     for event in events:
         if event.is_step_failure and event.step_key and event.step_key not in reasons:
             error = event.step_failure_data.error
             root = error.cause or error if error else None
             message = (root.message.strip().splitlines() or [""])[0] if root else "failed"
+            if root is not None and root.cls_name == "Failure":  # a step's own one-line verdict
+                message = message.partition(": ")[2] or message
+            if "blocking asset check" in message and "failed with" in message:
+                continue  # Dagster's header line; failed_checks names each check and its reason
             reasons[event.step_key] = f"{event.step_key}: {message}"
     return [reasons[k] for k in sorted(reasons)]
 

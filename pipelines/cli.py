@@ -13,6 +13,9 @@ from pathlib import Path
 from .home import DataHome, resolve_home
 from .settings import BuildSettings
 
+DEFAULT_QUERY_TIMEOUT = 60.0  # seconds; pipelines.warehouse has the same defaults
+DEFAULT_QUERY_MEMORY = "2GB"
+
 DAGSTER_YAML = """\
 # Written by stemforge. The instance the CLI's runs and `stemforge ui` share.
 concurrency:
@@ -67,21 +70,43 @@ def cmd_build(args: argparse.Namespace) -> int:
     from .build import run_build
 
     from .build import SelectionError
+    from .homelock import HomeBusy, home_lock
 
     if args.max_concurrent is not None and args.max_concurrent < 1:
         raise CliError("--max-concurrent must be at least 1")
     try:
-        outcome = run_build(
-            settings,
-            selection=args.select,
-            progress=not args.quiet,
-            executor=args.executor,
-            max_concurrent=args.max_concurrent,
-        )
-    except SelectionError as exc:
+        with home_lock(home, "build", log=None if args.quiet else print):
+            _check_source_changes(home, sources, args.prune, quiet=args.quiet)
+            outcome = run_build(
+                settings,
+                selection=args.select,
+                progress=not args.quiet,
+                executor=args.executor,
+                max_concurrent=args.max_concurrent,
+            )
+    except (SelectionError, HomeBusy) as exc:
         raise CliError(str(exc)) from None
     print(outcome.summary)
     return 0 if outcome.success else 1
+
+
+def _check_source_changes(home: DataHome, sources: tuple[str, ...], prune: bool, quiet: bool) -> None:
+    """Refuse a build that would drop sources of the last one, unless ``--prune``."""
+    from .source_changes import removed_sources
+    from .sources.spec import parse_source_spec
+
+    removed = removed_sources(home, {parse_source_spec(text).slug for text in sources})
+    if not removed:
+        return
+    listing = "; ".join(r.describe() for r in removed)
+    if not prune:
+        raise CliError(
+            f"this build would remove source(s) not given now: {listing}; add --prune to remove them "
+            "(or give them again with --source to keep them)"
+        )
+    if not quiet:
+        for r in removed:
+            print(f"pruning source {r.describe()}")
 
 
 # ---- sql -----------------------------------------------------------------------------
@@ -116,8 +141,10 @@ def cmd_sql(args: argparse.Namespace) -> int:
         query = args.query
     else:
         raise CliError('give a query, e.g. stemforge sql "SELECT count(*) FROM questions", or -f FILE')
+    if args.timeout <= 0:
+        raise CliError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     try:
-        result = run_query(resolve_home(args.home), query)
+        result = run_query(resolve_home(args.home), query, timeout=args.timeout, memory_limit=args.max_memory)
     except WarehouseError as exc:
         raise CliError(str(exc)) from None
     print(format_rows(result.columns, result.rows, args.format))
@@ -126,26 +153,66 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 # ---- eval ----------------------------------------------------------------------------
 
+RESCORE_SELECTION = "key:evaluation_metrics or key:cogme_profiles or key:report"
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     home = resolve_home(args.home)
+    if args.list:
+        if args.remove or args.predictions or args.model:
+            raise CliError("--list takes no other option")
+        return _eval_list(home)
+    if args.remove is not None:
+        if args.predictions or args.model:
+            raise CliError("--remove NAME takes no --predictions or --model")
+    elif not args.predictions or not args.model:
+        raise CliError("give --predictions FILE and --model NAME (or --list, or --remove NAME)")
     prepare_instance(home)
-    from .evaluation import import_predictions_file
-
-    try:
-        figures = import_predictions_file(home, Path(args.predictions), args.model)
-    except (ValueError, FileNotFoundError) as exc:
-        raise CliError(str(exc).splitlines()[0]) from None
     from .build import run_build
+    from .evaluation import import_predictions_file, remove_imported_model
+    from .homelock import HomeBusy, home_lock
 
     settings = BuildSettings(home=str(home.root))
-    outcome = run_build(
-        settings,
-        selection="key:evaluation_metrics or key:cogme_profiles or key:report",
-        progress=False,
-    )
-    print(f"imported {figures['rows']} predictions for model {args.model}")
-    print(outcome.metrics_summary(args.model))
+    try:
+        with home_lock(home, "eval"):
+            if args.remove is not None:
+                path = remove_imported_model(home, args.remove)
+                print(f"removed imported model {args.remove} ({path.name})")
+            else:
+                figures = import_predictions_file(home, Path(args.predictions), args.model)
+                print(f"imported {figures['rows']} predictions for model {args.model}")
+                for split, cover in figures["coverage"].items():
+                    if cover["missing"]:
+                        print(
+                            f"warning: {cover['missing']} of {cover['questions']} {split} questions have no prediction; "
+                            "they count as wrong (coverage is in metrics, metric = 'coverage')",
+                            file=sys.stderr,
+                        )
+            outcome = run_build(settings, selection=RESCORE_SELECTION, progress=False)
+    except HomeBusy as exc:
+        raise CliError(str(exc)) from None
+    except (ValueError, FileNotFoundError) as exc:
+        raise CliError(str(exc).splitlines()[0]) from None
+    if args.remove is None:
+        print(outcome.metrics_summary(args.model))
+    if not outcome.success:
+        print(outcome.summary)
     return 0 if outcome.success else 1
+
+
+def _eval_list(home: DataHome) -> int:
+    from .evaluation import imported_models
+
+    if not home.lake.exists():
+        raise CliError(f"no data home at {home.root}; run `stemforge build` first")
+    models = imported_models(home)
+    if not models:
+        print("no imported models")
+        return 0
+    for entry in models:
+        splits = ", ".join(f"{split} {n:,}" for split, n in entry["rows"].items())
+        print(f"{entry['model']}\t{splits} predictions")
+    return 0
 
 
 # ---- site ----------------------------------------------------------------------------
@@ -214,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--home", help="data home (default: $STEMFORGE_HOME, else ./stemforge-data)")
 
     p = sub.add_parser("build", help="materialize the asset graph (one run over all sources)")
-    p.add_argument("--source", action="append", help="demo | http://HOST:PORT/ | stem-parquet:PATH | scienceqa:PATH | jsonl:PATH[?mapping] (repeatable)")
+    p.add_argument("--source", action="append", help="demo | http://HOST:PORT/ | stem-parquet:PATH | scienceqa:PATH | jsonl:PATH[?mapping] | json:PATH[?mapping] | python:MODULE:FUNCTION[?query] (repeatable)")
     add_home(p)
     p.add_argument("--select", help="a Dagster asset selection, e.g. group:ingest (the warehouse is always published)")
     p.add_argument("--seed", type=int, default=BuildSettings.seed)
@@ -231,6 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run every step in this process (default) or each step in its own process",
     )
     p.add_argument("--max-concurrent", type=int, help="multiprocess: at most this many steps at once (default: CPU count)")
+    p.add_argument("--prune", action="store_true", help="allow removing sources of the last build that are not given now (with their questions and predictions)")
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("ui", help="start the Dagster UI and daemon on the same instance")
@@ -243,12 +311,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query", nargs="?")
     p.add_argument("-f", "--file")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.add_argument("--timeout", type=float, default=DEFAULT_QUERY_TIMEOUT, metavar="SECONDS",
+                   help=f"stop the query after this long (default {DEFAULT_QUERY_TIMEOUT:g})")
+    p.add_argument("--max-memory", default=DEFAULT_QUERY_MEMORY, metavar="SIZE",
+                   help=f"stop the query when it needs more memory than this (default {DEFAULT_QUERY_MEMORY})")
     add_home(p)
     p.set_defaults(func=cmd_sql)
 
-    p = sub.add_parser("eval", help="import predictions and score them")
-    p.add_argument("--predictions", required=True, help="JSONL, CSV or preds.txt")
-    p.add_argument("--model", required=True)
+    p = sub.add_parser("eval", help="import predictions and score them; list or remove imported models")
+    p.add_argument("--predictions", help="JSONL, CSV or preds.txt")
+    p.add_argument("--model", help="the imported model's name (not a built-in model's, not paper:...)")
+    p.add_argument("--list", action="store_true", help="list the imported models")
+    p.add_argument("--remove", metavar="NAME", help="remove an imported model and rescore")
     add_home(p)
     p.set_defaults(func=cmd_eval)
 

@@ -171,6 +171,7 @@ def predict_stage(home: DataHome, settings: BuildSettings, log: Callable[[str], 
         if result["skipped"]:
             figures["skipped_models"].append(result["name"])
             log(f"{result['name']}: predictions up to date, reused")
+    figures["pruned_imports"] = prune_orphan_imports(home, load_questions(home), log)
     for folder, prefix in ((home.lake / "predictions", "run-"), (home.lake / "circular", "")):
         for path in folder.glob(f"{prefix}*.parquet") if folder.exists() else []:
             if path.stem.removeprefix(prefix) not in kept_files:
@@ -245,10 +246,46 @@ def _circular(model, eval_qs, rotate_options) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=ROTATIONS_SCHEMA).sort("question_id", "rotation")
 
 
+class ImportRefused(ValueError):
+    """A predictions import or removal that is refused; the message is one line."""
+
+
+# Rows added at scoring for questions of a split an imported model answered in part: a
+# missing prediction is a failed sample and counts as wrong (the paper's test-set accuracy).
+MISSING_PREDICTION = "missing from the predictions file"
+
+
+def imports_folder(home: DataHome) -> Path:
+    return home.lake / "predictions"
+
+
+def import_path(home: DataHome, model: str) -> Path:
+    return imports_folder(home) / f"import-{model_file_stem(model)}.parquet"
+
+
+def reserved_name_reason(model: str) -> str | None:
+    """Why ``model`` cannot name an import (it would mix with a built-in model's or the
+    paper's rows), or None."""
+    from .models.registry import ADAPTERS
+    from .reference_results import PAPER_PREFIX
+
+    name = model.strip()
+    if name.lower().startswith(PAPER_PREFIX):
+        return f"names starting with {PAPER_PREFIX!r} are the paper's reference results"
+    kind = name.partition("?")[0].strip().lower()
+    if kind in ADAPTERS:
+        return f"{kind!r} is a built-in model"
+    return None
+
+
 def import_predictions_file(home: DataHome, path: Path, model: str) -> dict:
-    """Validate and store predictions from a file; returns figures. Raises ValueError."""
+    """Validate and store predictions from a file; returns figures (rows, per split the
+    questions with a key and how many of them have no prediction). Raises ValueError."""
     from .predictions_import import import_predictions
 
+    reason = reserved_name_reason(model)
+    if reason:
+        raise ImportRefused(f"model name {model!r} is refused: {reason}; choose another --model name")
     if not path.is_file():
         raise FileNotFoundError(f"no such predictions file: {path}")
     from .export import export_order
@@ -257,23 +294,113 @@ def import_predictions_file(home: DataHome, path: Path, model: str) -> dict:
     # preds.txt lines follow the exported test split's row order
     ordered = export_order(questions).rename({"export_position": "order"})
     imported = import_predictions(path, model, ordered, order_by="order")
-    frame = imported.join(
-        questions.select("question_id", "split", "answer_idx"), on="question_id", how="left"
-    ).select(
+    joined = imported.join(questions.select("question_id", "split", "answer_idx"), on="question_id", how="left")
+    unkeyed = joined.filter(pl.col("answer_idx") < 0).sort("source_line")
+    if unkeyed.height:
+        first = unkeyed.row(0, named=True)
+        raise ImportRefused(
+            f"{path.name} line {first['source_line']}: question {first['question_id']} has no answer key in this "
+            f"home (its {first['split']} answers are hidden), so {unkeyed.height} prediction(s) could not be scored; "
+            "nothing imported"
+        )
+    frame = joined.select(
         pl.lit(model).alias("model"),
         "question_id",
         "split",
         pl.col("prediction").cast(pl.Int64),
         pl.col("confidence").cast(pl.Float64),
         pl.col("option_scores").cast(pl.List(pl.Float64)) if "option_scores" in imported.columns else pl.lit(None, pl.List(pl.Float64)).alias("option_scores"),
-        pl.when(pl.col("answer_idx") >= 0).then(pl.col("prediction") == pl.col("answer_idx")).otherwise(None).alias("correct"),
+        (pl.col("prediction") == pl.col("answer_idx")).alias("correct"),
         pl.lit(None, pl.String).alias("error"),
         pl.lit(None, pl.String).alias("rule"),
         pl.lit(None, pl.String).alias("raw"),
         pl.lit("import").alias("origin"),
     ).cast(PREDICTIONS_SCHEMA).sort("question_id")
-    write_table(frame, home.lake / "predictions" / f"import-{model_file_stem(model)}.parquet")
-    return {"rows": frame.height}
+    write_table(frame, import_path(home, model))
+    coverage = {}
+    keyed = questions.filter(pl.col("answer_idx") >= 0)
+    for split in sorted(frame["split"].unique().to_list()):
+        total = keyed.filter(pl.col("split") == split).height
+        answered = frame.filter(pl.col("split") == split).height
+        coverage[split] = {"questions": total, "missing": total - answered}
+    return {"rows": frame.height, "coverage": coverage}
+
+
+def imported_models(home: DataHome) -> list[dict]:
+    """The imported models of a home: name, file, rows per split."""
+    out = []
+    for path in sorted(imports_folder(home).glob("import-*.parquet")) if imports_folder(home).exists() else []:
+        frame = pl.read_parquet(path, columns=["model", "split"])
+        name = frame["model"][0] if frame.height else path.stem.removeprefix("import-")
+        per_split = dict(frame.group_by("split").len().sort("split").iter_rows())
+        out.append({"model": name, "file": path, "rows": per_split})
+    return sorted(out, key=lambda r: r["model"])
+
+
+def remove_imported_model(home: DataHome, model: str) -> Path:
+    """Delete an imported model's predictions (the metrics follow at the next scoring)."""
+    path = import_path(home, model)
+    if not path.exists():
+        reason = reserved_name_reason(model)
+        if reason:
+            raise ImportRefused(f"cannot remove {model!r}: {reason}, not an import")
+        known = ", ".join(repr(r["model"]) for r in imported_models(home)) or "none"
+        raise ImportRefused(f"no imported model {model!r} in {home.root} (imported: {known})")
+    path.unlink()
+    return path
+
+
+def prune_orphan_imports(home: DataHome, questions: pl.DataFrame, log: Callable[[str], None] = print) -> dict:
+    """Drop imported predictions whose question is no longer in the dataset (a removed
+    source, a question newly deduplicated); an import left with none is deleted."""
+    known = questions.select("question_id")
+    pruned: dict[str, int] = {}
+    for path in sorted(imports_folder(home).glob("import-*.parquet")) if imports_folder(home).exists() else []:
+        frame = pl.read_parquet(path)
+        kept = frame.join(known, on="question_id", how="semi")
+        if kept.height == frame.height:
+            continue
+        name = frame["model"][0] if frame.height else path.stem
+        pruned[name] = frame.height - kept.height
+        if kept.height:
+            write_table(kept, path)
+            log(f"imported model {name}: {frame.height - kept.height} predictions on questions no longer in the dataset removed")
+        else:
+            path.unlink()
+            log(f"imported model {name}: all {frame.height} predictions were on questions no longer in the dataset; import removed")
+    return pruned
+
+
+def _fill_missing_imports(preds: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
+    """An imported model is scored on every keyed question of each split it answered."""
+    imported = preds.filter(pl.col("origin") == "import")
+    if imported.height == 0:
+        return preds
+    expected = imported.select("model", "split").unique().join(
+        questions.filter(pl.col("answer_idx") >= 0).select("question_id", "split"), on="split"
+    )
+    missing = expected.join(imported.select("model", "question_id"), on=["model", "question_id"], how="anti")
+    if missing.height == 0:
+        return preds
+    filled = missing.select(
+        "model",
+        "question_id",
+        "split",
+        pl.lit(-1, pl.Int64).alias("prediction"),
+        pl.lit(None, pl.Float64).alias("confidence"),
+        pl.lit(None, pl.List(pl.Float64)).alias("option_scores"),
+        pl.lit(False).alias("correct"),
+        pl.lit(MISSING_PREDICTION).alias("error"),
+        pl.lit(None, pl.String).alias("rule"),
+        pl.lit(None, pl.String).alias("raw"),
+        pl.lit("import").alias("origin"),
+    )
+    return pl.concat([preds, filled.cast({k: v for k, v in PREDICTIONS_SCHEMA.items() if k in filled.columns})], how="vertical_relaxed")
+
+
+def _file_model(path: Path) -> str:
+    names = pl.read_parquet(path, columns=["model"], n_rows=1)["model"].to_list()
+    return names[0] if names else ""
 
 
 def scored_frame(home: DataHome) -> pl.DataFrame:
@@ -281,8 +408,15 @@ def scored_frame(home: DataHome) -> pl.DataFrame:
     files = sorted((home.lake / "predictions").glob("*.parquet"))
     if not files:
         return pl.DataFrame()
+    # an import named like a built-in model (refused since; older homes may hold one) is left out
+    files = [f for f in files if not (f.name.startswith("import-") and reserved_name_reason(_file_model(f)))]
+    if not files:
+        return pl.DataFrame()
+    all_questions = load_questions(home)
     preds = pl.concat([pl.read_parquet(f) for f in files], how="vertical_relaxed")
-    questions = load_questions(home).select(
+    preds = preds.join(all_questions.select("question_id"), on="question_id", how="semi")
+    preds = _fill_missing_imports(preds, all_questions)
+    questions = all_questions.select(
         "question_id", "subject", "grade", "skill", "num_choices", "problem",
         pl.coalesce(pl.col("problem_image"), pl.col("question_id")).alias("cluster"),
     )
@@ -308,14 +442,15 @@ def _metrics(home: DataHome, settings: BuildSettings) -> dict:
     from .reference_results import reference_metrics
     from .smartscore import SmartScoreRules, exam_scores
 
-    scored = scored_frame(home)
+    scored, left_out = _scorable(scored_frame(home), settings)
     parts = [reference_metrics()]
     rel = None
     if scored.height:
+        parts.append(coverage_rows(scored))
         circular_files = sorted((home.lake / "circular").glob("*.parquet")) if (home.lake / "circular").exists() else []
         circular = pl.concat([pl.read_parquet(f) for f in circular_files]) if circular_files else None
         if circular is not None:
-            circular = circular.join(
+            circular = circular.filter(pl.col("model").is_in(scored["model"].unique().to_list())).join(
                 scored.select("model", "question_id", "cluster"), on=["model", "question_id"], how="left"
             )
         parts.append(compute_metrics(scored, bootstrap=settings.bootstrap, seed=settings.seed, circular=circular))
@@ -328,4 +463,45 @@ def _metrics(home: DataHome, settings: BuildSettings) -> dict:
     else:
         home.lake_path("reliability").unlink(missing_ok=True)
     models = sorted(scored["model"].unique().to_list()) if scored.height else []
-    return {"models": models, "rows": metrics.height, "scored_predictions": scored.height}
+    return {"models": models, "rows": metrics.height, "scored_predictions": scored.height, "left_out": left_out}
+
+
+def _scorable(scored: pl.DataFrame, settings: BuildSettings) -> tuple[pl.DataFrame, dict[str, str]]:
+    """The scored rows of the models that can be measured, and why the others cannot: one
+    model's bad predictions never stop the others from being scored."""
+    from .metrics import prepare_scored
+
+    if scored.height == 0:
+        return scored, {}
+    left_out: dict[str, str] = {}
+    for model in sorted(scored["model"].unique().to_list()):
+        try:
+            prepare_scored(scored.filter(pl.col("model") == model))
+        except Exception as exc:  # any failure of one model's scoring leaves that model out
+            left_out[model] = (str(exc).splitlines() or [type(exc).__name__])[0]
+    if left_out:
+        scored = scored.filter(~pl.col("model").is_in(list(left_out)))
+    return scored, left_out
+
+
+def coverage_rows(scored: pl.DataFrame) -> pl.DataFrame:
+    """``metric='coverage'``: percent of the split's keyed questions the model answered
+    (a prediction present in its file; -1 answers count as present), per subject and micro."""
+    from .metrics import ALL, METRIC_COLUMNS, METRICS_SCHEMA
+
+    present = (pl.col("error").is_null() | (pl.col("error") != MISSING_PREDICTION)).cast(pl.Float64)
+    parts = []
+    for group_by, key in (("micro", pl.lit(ALL)), ("subject", pl.col("subject"))):
+        parts.append(
+            scored.group_by("model", "split", key.alias("group_value"))
+            .agg((present.mean() * 100.0).alias("value"), pl.len().cast(pl.Int64).alias("n"))
+            .with_columns(
+                pl.lit("coverage").alias("metric"),
+                pl.lit(group_by).alias("group_by"),
+                pl.lit(None, pl.Float64).alias("ci_low"),
+                pl.lit(None, pl.Float64).alias("ci_high"),
+            )
+            .select(METRIC_COLUMNS)
+            .cast(METRICS_SCHEMA)
+        )
+    return pl.concat(parts).sort("model", "split", "group_by", "group_value")

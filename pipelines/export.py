@@ -18,6 +18,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import polars as pl
 import pyarrow as pa
@@ -134,6 +135,10 @@ class ExportError(RuntimeError):
     line and the previous export is unchanged."""
 
 
+class ExportRefused(ExportError):
+    """The staged export failed the release invariants; the previous export is unchanged."""
+
+
 EXPORT_FILES = ("data", "index.parquet", "test_answer_key.jsonl")
 
 
@@ -145,6 +150,7 @@ def write_stem_export(
     rows_per_shard: int = DEFAULT_ROWS_PER_SHARD,
     hide_test_answers: bool = True,
     workers: int | None = None,
+    validate: Callable[[Path], list[str]] | None = None,
 ) -> ExportResult:
     """Write the release layout under ``export_root`` (``.../export/stem``) atomically.
 
@@ -158,6 +164,9 @@ def write_stem_export(
 
     Shards are written by ``workers`` processes (default: one per CPU once there are at least
     ``MIN_ROWS_PER_WORKER`` rows each); the files are the same bytes whatever the count.
+
+    ``validate`` (given the staged ``data/`` folder, returning problems) runs before the
+    swap: with any problem nothing is published and ``ExportRefused`` names the first.
     """
     if rows_per_shard <= 0:
         raise ValueError(f"rows_per_shard must be positive, got {rows_per_shard}")
@@ -195,6 +204,11 @@ def write_stem_export(
             for r in ordered.filter(pl.col("split") == "test").iter_rows(named=True):
                 f.write(json.dumps({"index": r["export_position"], "question_id": r["question_id"],
                                     "answer_idx": r["answer_idx"]}) + "\n")
+        problems = validate(data_dir) if validate is not None else []
+        if problems:
+            raise ExportRefused(
+                f"{len(problems)} problem(s), first: {problems[0]}; the previous export is kept"
+            )
         _carry_over_other_entries(export_root, staging)
         shutil.rmtree(previous, ignore_errors=True)  # retired only moments ago: kept this long
         publish_folder(staging, export_root)

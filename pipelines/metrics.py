@@ -688,8 +688,18 @@ def _concat_metric_rows(parts: Sequence[pl.DataFrame]) -> pl.DataFrame:
     frames = [p.select(METRIC_COLUMNS).cast(METRICS_SCHEMA) for p in parts if p.height]
     if not frames:
         return empty_metrics()
-    return pl.concat(frames, how="vertical").with_columns(
+    rows = pl.concat(frames, how="vertical").with_columns(
         pl.col("ci_low").fill_nan(None), pl.col("ci_high").fill_nan(None)
+    )
+    # float rounding can leave a bound a hair on the wrong side of the value (99.99999999999999
+    # above 100.0): every interval lies in [0, 100] and contains its value
+    return rows.with_columns(
+        pl.when(pl.col("ci_low").is_not_null())
+        .then(pl.min_horizontal(pl.col("ci_low"), pl.col("value")).clip(0.0, PERCENT))
+        .alias("ci_low"),
+        pl.when(pl.col("ci_high").is_not_null())
+        .then(pl.max_horizontal(pl.col("ci_high"), pl.col("value")).clip(0.0, PERCENT))
+        .alias("ci_high"),
     )
 
 

@@ -120,11 +120,44 @@ def _report(home: DataHome, settings: BuildSettings) -> Path:
         path = home.lake_path(name)
         return pl.read_parquet(path) if path.exists() else None
 
-    return write_report(
-        home.reports / "index.html",
-        dataset_stats=optional("dataset_statistics"),
-        metrics=optional("metrics"),
-        reliability=optional("reliability"),
-        profiles=optional("profiles"),
-        run_info={"sources": list(settings.sources), "seed": settings.seed, "home": str(home.root)},
-    )
+    tables = {
+        "dataset_stats": optional("dataset_statistics"),
+        "metrics": optional("metrics"),
+        "reliability": optional("reliability"),
+        "profiles": optional("profiles"),
+    }
+    run_info = {"sources": list(settings.sources), "seed": settings.seed, "home": str(home.root)}
+    try:
+        return write_report(home.reports / "index.html", **tables, run_info=run_info)
+    except Exception:
+        left_out = _unplottable_models(tables)
+        if not left_out:
+            raise
+    kept = {
+        name: (frame.filter(~pl.col("model").is_in(list(left_out))) if frame is not None and "model" in frame.columns else frame)
+        for name, frame in tables.items()
+    }
+    run_info["left out of the report"] = "; ".join(f"{m}: {reason}" for m, reason in sorted(left_out.items()))
+    return write_report(home.reports / "index.html", **kept, run_info=run_info)
+
+
+def _unplottable_models(tables: dict) -> dict[str, str]:
+    """The models whose rows alone make the report fail, with the reason."""
+    from .reference_results import PAPER_PREFIX
+    from .report import render_report
+
+    metrics = tables.get("metrics")
+    if metrics is None or metrics.height == 0:
+        return {}
+    failed = {}
+    for model in sorted(m for m in metrics["model"].unique().to_list() if not m.startswith(PAPER_PREFIX)):
+        alone = {
+            name: (frame.filter(pl.col("model").str.starts_with(PAPER_PREFIX) | (pl.col("model") == model))
+                   if frame is not None and "model" in frame.columns else frame)
+            for name, frame in tables.items() if name != "profiles"
+        }
+        try:
+            render_report(**alone)
+        except Exception as exc:  # whatever breaks one model's plots leaves that model out
+            failed[model] = (str(exc).splitlines() or [type(exc).__name__])[0]
+    return failed

@@ -179,8 +179,8 @@ def _grouped_bars(
             xs.append(j - 0.4 + width * (i + 0.5))
             ys.append(row["value"])
             low, high = row.get("ci_low"), row.get("ci_high")
-            lows.append(row["value"] - low if low is not None else 0.0)
-            highs.append(high - row["value"] if high is not None else 0.0)
+            lows.append(max(0.0, row["value"] - low) if low is not None else 0.0)
+            highs.append(max(0.0, high - row["value"]) if high is not None else 0.0)
         if not xs:
             continue
         style = styles[model]

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,14 +171,23 @@ def _remove_temporary_database(tmp: Path) -> None:
     shutil.rmtree(tmp.with_name(tmp.name + ".tmp"), ignore_errors=True)
 
 
-def connect_readonly(home: DataHome) -> duckdb.DuckDBPyConnection:
-    """A read-only connection with no access to files outside the warehouse."""
+_MEMORY_SIZE = re.compile(r"^\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KIB|MIB|GIB|TIB)\s*$", re.IGNORECASE)
+
+
+def connect_readonly(home: DataHome, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
+    """A read-only connection with no access to files outside the warehouse; with
+    ``memory_limit`` (e.g. ``2GB``) a query stops there instead of spilling to disk."""
     if not home.warehouse.exists():
         raise WarehouseError(f"no warehouse at {home.warehouse}; run `stemforge build` first")
+    if memory_limit is not None and not _MEMORY_SIZE.match(memory_limit):
+        raise WarehouseError(f"memory limit {memory_limit!r} is not a size such as 512MB or 2GB")
     try:
         con = duckdb.connect(str(home.warehouse), read_only=True)
     except duckdb.Error as exc:
         raise WarehouseError(f"cannot open {home.warehouse}: {str(exc).splitlines()[0]}") from None
+    if memory_limit is not None:
+        con.execute(f"SET memory_limit = '{memory_limit.strip()}'")
+        con.execute("SET temp_directory = ''")  # no spilling: the limit is a limit
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con
@@ -188,21 +199,41 @@ class QueryResult:
     rows: list[tuple[Any, ...]]
 
 
-def run_query(home: DataHome, sql: str, params: list[Any] | None = None) -> QueryResult:
-    """Run one read-only query; errors become a one-line WarehouseError."""
+def run_query(
+    home: DataHome,
+    sql: str,
+    params: list[Any] | None = None,
+    *,
+    timeout: float | None = None,
+    memory_limit: str | None = None,
+) -> QueryResult:
+    """Run one read-only query; errors become a one-line WarehouseError. ``timeout``
+    (seconds) interrupts the query from a timer thread; ``memory_limit`` caps DuckDB's memory."""
+    if timeout is not None and timeout <= 0:
+        raise WarehouseError(f"time limit must be positive, got {timeout}")
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
         raise WarehouseError(f"query failed: {str(exc).splitlines()[0]}") from None
     if len(statements) != 1:
         raise WarehouseError(f"give exactly one SQL statement, got {len(statements)}")
-    con = connect_readonly(home)
+    con = connect_readonly(home, memory_limit)
+    timer = threading.Timer(timeout, con.interrupt) if timeout is not None else None
     try:
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
         cur = con.execute(sql, params or [])
         if cur.description is None:
             return QueryResult([], [])
         return QueryResult([d[0] for d in cur.description], cur.fetchall())
+    except duckdb.InterruptException:
+        raise WarehouseError(f"query stopped at the time limit of {timeout:g} s (--timeout SECONDS)") from None
+    except duckdb.OutOfMemoryException:
+        raise WarehouseError(f"query stopped at the memory limit of {memory_limit} (--max-memory SIZE)") from None
     except duckdb.Error as exc:
         raise WarehouseError(f"query failed: {str(exc).splitlines()[0]}") from None
     finally:
+        if timer is not None:
+            timer.cancel()
         con.close()
