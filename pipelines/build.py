@@ -207,7 +207,7 @@ def _run_build(
     run_config = {
         "resources": {"stemforge": {"config": resource_config(settings, progress)}},
         "execution": {"config": execution},
-        "loggers": {"console": {"config": {"log_level": "INFO" if progress else "WARNING"}}},
+        "loggers": {"one_line_console": {"config": {"log_level": "INFO" if progress else "CRITICAL"}}},
     }
     result = dg.execute_job(
         dg.reconstructable(build_job_definition),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import sys
+
 import dagster as dg
 
 from assets import clean, dataset, evaluation, ingest, profiles
@@ -40,6 +43,35 @@ def full_rebuild_schedule(context: dg.ScheduleEvaluationContext):
     return dg.RunRequest(tags={**ingest.all_sources_tags(keys), "stemforge/command": "schedule"})
 
 
+@dg.logger(
+    config_schema={"log_level": dg.Field(str, is_required=False, default_value="INFO")},
+    description="One line per message on stderr; a failure's stack trace stays in the run's event log (UI).",
+)
+def one_line_console(init_context: dg.InitLoggerContext) -> logging.Logger:
+    logger = logging.Logger("stemforge", level=init_context.logger_config["log_level"].upper())
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(OneLineFormatter("%(asctime)s - stemforge - %(levelname)s - %(message)s"))
+    handler.addFilter(skip_not_executed)
+    logger.addHandler(handler)
+    return logger
+
+
+class OneLineFormatter(logging.Formatter):
+    """A Dagster message on one line: a failure's header followed by its reason, no stack trace."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        head, _, rest = super().format(record).partition("\n")
+        reason = next((line.strip() for line in rest.splitlines() if line.strip()), "")
+        if record.levelno >= logging.ERROR and reason and not reason.startswith("Stack Trace"):
+            return f"{head} {reason}"
+        return head
+
+
+def skip_not_executed(record: logging.LogRecord) -> bool:
+    """Steps skipped after a failure are one message each; the failure itself says it all."""
+    return "Not executing." not in record.getMessage()
+
+
 def resources_from_env() -> dict:
     return {"stemforge": StemforgeSettings.from_settings(BuildSettings.from_env(), progress=False)}
 
@@ -51,6 +83,7 @@ defs = dg.Definitions(
     schedules=[full_rebuild_schedule],
     sensors=[source_change_sensor],
     resources=resources_from_env(),
+    loggers={"one_line_console": one_line_console},
 )
 
 

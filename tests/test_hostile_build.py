@@ -200,3 +200,20 @@ def test_hostile_model_name_is_stored_verbatim_and_breaks_nothing(built, tmp_pat
     # the same name through sql: a parameterless literal cannot break out either
     listed = _cli(built, "sql", "SELECT model FROM predictions GROUP BY model ORDER BY model", "--format", "json")
     assert listed.returncode == 0 and HOSTILE_MODEL in [row["model"] for row in json.loads(listed.stdout)]
+
+
+@pytest.mark.parametrize("quiet", [True, False], ids=["quiet", "with-progress"])
+def test_failed_build_prints_no_stack_trace(tmp_path, quiet):
+    """A build that fails on bad input says why in one line per failure, with or without
+    progress; the stack trace stays in the run's event log for the UI."""
+    data = tmp_path / "bad.jsonl"
+    data.write_text('{"question": "q", "options": ["a", "b"], "answer": 0, "image": "missing.png"}\n')
+    home = DataHome(tmp_path / "home")
+    args = ["build", "--source", f"jsonl:{data}"] + (["--quiet"] if quiet else [])
+    result = _cli(home, *args)
+    assert result.returncode == 1
+    output = result.stdout + result.stderr
+    assert "Traceback" not in output and "Stack Trace" not in output and "Not executing" not in output
+    assert "0 of 1 records usable" in result.stdout
+    if quiet:
+        assert result.stderr == ""
