@@ -6,7 +6,8 @@ Runs, each in its own process (so one's memory and threads do not disturb anothe
 the paper-scale offline build with its I/O floor and incremental rebuilds (bench/paper_scale.py),
 crawl vs Scrapy (bench/crawl.py), dedup vs datasketch (bench/dedup.py), perceptual hashing vs
 imagehash (bench/imagehash_speed.py), scoring 1M predictions (bench/score.py), LaTeX quality
-(bench/latex_quality.py) and tagger agreement (bench/tagger_agreement.py). ``--quick`` uses
+(bench/latex_quality.py), tagger agreement (bench/tagger_agreement.py) and the real corpora built
+whole (bench/corpus_quality.py). ``--quick`` uses
 small sizes (a smoke run of the whole suite in a few minutes).
 """
 
@@ -76,7 +77,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--questions", type=int, default=1_073_146, help="paper-scale build size")
     ap.add_argument("--quick", action="store_true", help="small sizes everywhere")
-    ap.add_argument("--only", default="", help="comma-separated subset: paper,crawl,dedup,imagehash,score,latex,tagger")
+    ap.add_argument("--only", default="", help="comma-separated subset: paper,crawl,dedup,imagehash,score,latex,tagger,corpora")
     ap.add_argument("--out", default=str(ROOT / "bench" / "RESULTS.md"))
     ap.add_argument("--paper-json", default="", help="reuse figures of a paper_scale.py --json run instead of running it")
     ap.add_argument("--dedup-questions", type=int, default=1_000_000, help="corpus of bench/dedup.py")
@@ -84,7 +85,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     global REUSE
     REUSE = args.reuse
-    only = set(filter(None, args.only.split(","))) or {"paper", "crawl", "dedup", "imagehash", "score", "latex", "tagger"}
+    only = set(filter(None, args.only.split(","))) or {"paper", "crawl", "dedup", "imagehash", "score", "latex", "tagger", "corpora"}
     quick = args.quick
     started = dt.datetime.now(dt.timezone.utc)
     print(f"stemforge bench {started:%Y-%m-%d %H:%M} UTC; {machine()}", flush=True)
@@ -182,6 +183,16 @@ def main(argv=None) -> int:
         outputs["CogME tagger agreement"] = out
         print(out, flush=True)
         rows.append(("CogME tagger agreement", "see output below", "(no goal)", "n/a"))
+
+    if "corpora" in only:
+        code, out, sec = sh(["bench/corpus_quality.py", "--corpus", "all"], 3600)
+        outputs["real corpora (SceMQA, GAOKAO-MM)"] = out
+        print(out, flush=True)
+        for label in ("math damaged", "order violations", "families across splits", "figure+stem across splits"):
+            m = re.search(rf"^{re.escape(label)} \(must be 0\)\s*\|(.*)$", out, re.M)
+            counts = [int(x) for x in m.group(1).split("|")] if m else None
+            rows.append((f"real corpora, {label} (SceMQA / GAOKAO-MM)", " / ".join(map(str, counts)) if counts else "failed",
+                         "0", verdict(not any(counts) if counts else None)))
 
     finished = dt.datetime.now(dt.timezone.utc)
     report = render(started, finished, rows, paper, outputs, quick)

@@ -24,6 +24,7 @@ from pipelines.ingest import land_source, source_files, source_problem
 from pipelines.records import QuarantineEntry, RawQuestion
 from pipelines.sources.importers import ImportSourceError, iter_import_records, parse_answer
 from pipelines.sources.importers.answers import AnswerError
+from pipelines.sources.importers.picture_options import PICTURES_DO_NOT_FIT, picture_layout
 from pipelines.sources.importers.rows import MAPPED_FIELD_UNUSED
 from pipelines.sources.importers.text_options import split_options, strip_placeholders
 from pipelines.sources.spec import SourceSpecError, parse_source_spec
@@ -390,8 +391,122 @@ def test_gaokao_whole_folder(store):
     assert store.get(inline.problem_image) == (GAOKAO / "2010-2023_Math_MCQs" / "2010-2023_Math_MCQs_1_0.png").read_bytes()
     details = {e.source_key: (e.reason, e.detail) for e in quarantined}
     assert details["2010-2023_Physics_MCQs.json#7"] == ("several answers", "'BD'")
-    assert details["2010-2023_Chemistry_MCQs.json#0"] == ("several images", "4 images")
+    assert details["2010-2023_Chemistry_MCQs.json#0"] == ("several images", "4 images and no options (see image_options)")
+    assert details["2010-2023_Math_MCQs.json#20"] == ("several images", "2 images")  # options in the text, 2 figures
     assert details["2010-2023_Chemistry_MCQs.json#12"] == ("no options in the text", None)  # a LaTeX table
+
+
+# ---------------------------------------------------------------- options drawn as pictures
+
+
+def on_white(data: bytes) -> Image.Image:
+    rgba = Image.open(io.BytesIO(data)).convert("RGBA")
+    white = Image.new("RGBA", rgba.size, "white")
+    return Image.alpha_composite(white, rgba).convert("RGB")
+
+
+def gaokao_pictures(subject: str, index: int) -> list[bytes]:
+    folder = GAOKAO / f"2010-2023_{subject}_MCQs"
+    return [path.read_bytes() for path in sorted(folder.glob(f"2010-2023_{subject}_MCQs_{index}_*.png"))]
+
+
+def assert_joined(joined: bytes, pictures: list[bytes]) -> None:
+    """``joined`` shows every picture, pixel for pixel, where picture_layout puts it."""
+    shown = [on_white(p) for p in pictures]
+    corners, size = picture_layout([im.size for im in shown])
+    figure = Image.open(io.BytesIO(joined))
+    assert figure.size == size
+    for im, (x, y) in zip(shown, corners):
+        assert figure.crop((x, y, x + im.width, y + im.height)).tobytes() == im.tobytes()
+
+
+def test_gaokao_option_pictures_labelled(store):
+    """GAOKAO-MM draws each option picture with its own label, in no fixed order (Chemistry #0
+    lists C, B, A, D; the problem figure comes first or last): ``labelled:4`` joins the
+    pictures into the figure and makes the options the labels, so the key stays right."""
+    questions, quarantined = read(f"{GAOKAO_SPEC}&image_options=labelled:4", store)
+    assert (len(questions), len(quarantined)) == (260, 82)
+    assert by_reason(quarantined) == {"several answers": 72, "several images": 6, "no options in the text": 4}
+    got = {x.source_key: x for x in questions}
+    scrambled = got["2010-2023_Chemistry_MCQs.json#0"]  # pictures drawn C, B, A, D; key C
+    assert scrambled.problem.endswith("变化的示意图正确的是 ( )")
+    assert (scrambled.choices, scrambled.choice_images, scrambled.answer_idx) == (("A", "B", "C", "D"), None, 2)
+    assert_joined(store.get(scrambled.problem_image), gaokao_pictures("Chemistry", 0))
+    figure_last = got["2010-2023_Chemistry_MCQs.json#27"]  # A, C, B, D, then the apparatus; key D
+    assert (figure_last.choices, figure_last.answer_idx) == (("A", "B", "C", "D"), 3)
+    assert_joined(store.get(figure_last.problem_image), gaokao_pictures("Chemistry", 27))
+    figure_first = got["2010-2023_Math_MCQs.json#3"]  # the two views, then A to D; key D
+    assert figure_first.answer_idx == 3 and len(gaokao_pictures("Math", 3)) == 5
+    assert_joined(store.get(figure_first.problem_image), gaokao_pictures("Math", 3))
+    details = {e.source_key: (e.reason, e.detail) for e in quarantined}
+    assert details["2010-2023_Physics_MCQs.json#9"] == ("several answers", "'BC'")  # 5 pictures, key BC
+    assert details["2010-2023_Physics_MCQs.json#165"] == ("several images", "3 images")  # text options and 3 figures
+    # the same input joins to the same bytes
+    again, _ = read(f"json:{GAOKAO / '2010-2023_Chemistry_MCQs.json'}?{GAOKAO_MAPPING}&image_options=labelled:4", store)
+    assert {x.source_key: x.problem_image for x in again}["2010-2023_Chemistry_MCQs.json#0"] == scrambled.problem_image
+
+
+def test_gaokao_option_pictures_ordered(store):
+    """``ordered:4`` reads the pictures as options in their order (the first of five is the
+    figure): right for Math #3 and #6, whose pictures are in option order."""
+    questions, _ = read(f"json:{GAOKAO / '2010-2023_Math_MCQs.json'}?{GAOKAO_MAPPING}&image_options=ordered:4", store)
+    got = {x.source_key: x for x in questions}
+    views = got["2010-2023_Math_MCQs.json#3"]
+    pictures = gaokao_pictures("Math", 3)
+    assert store.get(views.problem_image) == pictures[0]
+    assert [store.get(h) for h in views.choice_images] == pictures[1:]
+    assert (views.choices, views.answer_idx) == (None, 3)
+    graphs = got["2010-2023_Math_MCQs.json#6"]  # four graphs and no figure; key B
+    assert graphs.problem_image is None and graphs.answer_idx == 1
+    assert [store.get(h) for h in graphs.choice_images] == gaokao_pictures("Math", 6)
+
+
+def test_image_options_rules(tmp_path, store):
+    for i, color in enumerate(["red", "green", "blue", "black", "white"]):
+        (tmp_path / f"{i}.png").write_bytes(png(color, (10 + i, 8)))
+    transparent = io.BytesIO()
+    Image.new("RGBA", (6, 6), (0, 0, 0, 0)).save(transparent, format="PNG")
+    (tmp_path / "clear.png").write_bytes(transparent.getvalue())
+    rows = [
+        q("<image 4> Which graph?", options=None, image=["0.png", "1.png", "2.png", "3.png"], answer="B"),
+        q("Which with figure?", options=None, image=[f"{i}.png" for i in range(5)], answer="A"),
+        q("Three pictures?", options=None, image=["0.png", "1.png", "2.png"]),
+        q("Two figures and text options", image=["0.png", "1.png"]),
+        q("Six pictures?", options=None, image=[f"{i}.png" for i in range(5)] + ["0.png"]),
+        q("Clear?", options=None, image=["clear.png", "0.png", "1.png", "2.png"], answer="D"),
+    ]
+    data = write_json(tmp_path / "q.json", rows)
+    questions, quarantined = read(f"json:{data}?image_options=labelled:4", store)
+    got = {x.source_key: x for x in questions}
+    assert sorted(got) == ["q.json#0", "q.json#1", "q.json#5"]
+    assert (got["q.json#0"].problem, got["q.json#0"].choices, got["q.json#0"].answer_idx) == ("Which graph?", ("A", "B", "C", "D"), 1)
+    assert_joined(store.get(got["q.json#1"].problem_image), [png(c, (10 + i, 8)) for i, c in enumerate(["red", "green", "blue", "black", "white"])])
+    corners, _ = picture_layout([(6, 6), (10, 8), (11, 8), (12, 8)])
+    clear = Image.open(io.BytesIO(store.get(got["q.json#5"].problem_image))).convert("RGB")
+    assert clear.crop((corners[0][0], corners[0][1], corners[0][0] + 6, corners[0][1] + 6)).getcolors() == [(36, (255, 255, 255))]
+    assert [(e.source_key, e.reason, e.detail) for e in quarantined] == [
+        ("q.json#2", PICTURES_DO_NOT_FIT, "3 pictures; image_options=labelled:4 takes 4 or 5"),
+        ("q.json#3", "several images", "2 images"),
+        ("q.json#4", PICTURES_DO_NOT_FIT, "6 pictures; image_options=labelled:4 takes 4 or 5"),
+    ]
+    questions, quarantined = read(f"json:{data}?image_options=ordered:4", store)
+    got = {x.source_key: x for x in questions}
+    assert got["q.json#1"].choice_images == tuple(store.put(png(c, (10 + i, 8))).image_hash for i, c in enumerate(["green", "blue", "black", "white"], 1))
+    assert store.get(got["q.json#1"].problem_image) == png("red", (10, 8))
+    questions, quarantined = read(f"json:{data}", store)  # the default: no picture is an option
+    assert questions == [] and {e.reason for e in quarantined} == {"several images"}
+    assert quarantined[0].detail == "4 images and no options (see image_options)"
+    for bad in ("labelled", "labelled:6", "ordered:1", "auto", "labelled:four"):
+        with pytest.raises(ImportSourceError, match="image_options="):
+            iter_import_records(parse_source_spec(f"json:{data}?image_options={bad}"), store)
+
+
+def test_picture_layout_is_a_grid_in_source_order():
+    corners, size = picture_layout([(10, 5), (20, 7), (4, 4), (3, 3), (8, 9)])
+    gap = 16
+    assert corners == [(gap, gap), (gap + 10 + gap, gap), (gap + 10 + gap + 20 + gap, gap),
+                       (gap, gap + 7 + gap), (gap + 3 + gap, gap + 7 + gap)]
+    assert size == (gap + 10 + gap + 20 + gap + 4 + gap, gap + 7 + gap + 9 + gap)
 
 
 # ---------------------------------------------------------------- stemforge build on slices

@@ -21,7 +21,9 @@ Settings, beside the fields:
   for ``python:`` to the current folder) and may not leave it; by default the data file's
   folder (the current folder for ``python:``);
 - ``subjects=NAME:SUBJECT,...``: this source's subject names, matched whole or as a word of
-  the value (``subject=_file&subjects=Biology:science`` reads ``2010-2023_Biology_MCQs``).
+  the value (``subject=_file&subjects=Biology:science`` reads ``2010-2023_Biology_MCQs``);
+- ``image_options=labelled:N`` | ``ordered:N`` | ``none``: how a question with several
+  pictures and no options of its own holds its options (see ``picture_options.py``).
 
 Options are a list of texts (numbers are turned into text), or an object keyed by labels
 (``{"A": "...", "B": "..."}``, whose keys then name the options for letter answers), or a
@@ -29,7 +31,9 @@ list of image paths under ``choice_images``. An image is a path (a list of one p
 path; a path without a suffix such as ``Math/1`` finds ``Math/1.png`` or ``Math/1.jpg`` when
 exactly one exists) or, from ``python:`` sources, bytes. A question with several images
 cannot be held by the STEM schema (one problem image) and is quarantined as
-``several images``; so is an answer naming several options (``several answers``).
+``several images``, unless it has no options of its own and ``image_options`` says how its
+pictures are its options; an answer naming several options is quarantined too
+(``several answers``).
 Placeholders ``<image1>`` / ``<image 1>`` are removed from the texts (the image is the
 question's figure); one that names an image the question does not have is quarantined.
 """
@@ -58,6 +62,7 @@ from .common import (
     one_line,
 )
 from .paths import read_image_file, resolve_image_file
+from .picture_options import join_pictures, parse_image_options
 from .text_options import split_options, strip_placeholders
 
 DEFAULT_NAMES: dict[str, tuple[str, ...]] = {
@@ -73,7 +78,7 @@ DEFAULT_NAMES: dict[str, tuple[str, ...]] = {
     "id": ("id", "qid"),
 }
 FIELDS = tuple(DEFAULT_NAMES)
-SETTINGS = ("answer_format", "options_in_text", "image_root", "subjects")
+SETTINGS = ("answer_format", "options_in_text", "image_root", "subjects", "image_options")
 PSEUDO_FIELDS = ("_file", "_key")
 MAPPED_FIELD_UNUSED = "mapped field in no record"
 _CONSTANT = re.compile(r"^'(.*)'$", re.DOTALL)
@@ -106,6 +111,7 @@ class RowMapping:
         self.options_in_text = flag == "1"
         self.image_root = options.get("image_root") or None
         self.subject_names = _subject_table(options.get("subjects", ""), kind)
+        self.image_options = parse_image_options(options.get("image_options"), kind)
         self.constants: dict[str, str] = {}
         self.names: dict[str, tuple[str, ...]] = dict(DEFAULT_NAMES)
         self.mapped: dict[str, str] = {}  # our field -> the input field the user named
@@ -242,13 +248,13 @@ def _options(raw: Any) -> tuple[list[str] | None, list[str] | None]:
     return texts, labels
 
 
-def _one_image(value: Any) -> Any:
-    """The problem image value: None, one path or bytes; several are refused."""
+def _pictures(value: Any) -> list[Any]:
+    """The image field's pictures (paths or bytes): none, one, or a list of them."""
+    if value is None or value == "":
+        return []
     if isinstance(value, list):
-        if len(value) > 1:
-            raise RecordProblem("several images", f"{len(value)} images")
-        value = value[0] if value else None
-    return None if value == "" else value
+        return [item for item in value if item is not None and item != ""]
+    return [value]
 
 
 def _image_bytes(root: Path, value: Any, what: str) -> bytes:
@@ -275,17 +281,17 @@ def row_question(
     if not isinstance(row, dict):
         raise RecordProblem("record is not an object", type(row).__name__)
     mapping.observe(row, meta)
-    image = _one_image(mapping.get(row, "image", meta))
+    pictures = _pictures(mapping.get(row, "image", meta))
     problem = mapping.get(row, "problem", meta)
     if problem is not None and not isinstance(problem, str):
         raise RecordProblem("question text is not text", type(problem).__name__)
     problem = problem or ""
+    labels = None
     if mapping.options_in_text:
         parsed = split_options(problem)
-        if parsed is None:
-            raise RecordProblem("no options in the text")
-        problem, texts = parsed
-        labels = None
+        texts = None
+        if parsed is not None:
+            problem, texts = parsed
     else:
         texts, labels = _options(mapping.get(row, "choices", meta))
     image_paths = mapping.get(row, "choice_images", meta)
@@ -293,11 +299,23 @@ def row_question(
         image_paths = None
     if image_paths is not None and not isinstance(image_paths, list):
         raise RecordProblem("choice_images are not a list", type(image_paths).__name__)
+    image: Any = pictures[0] if len(pictures) == 1 else None
+    joined: list[Any] | None = None  # pictures to join into the problem figure
+    if len(pictures) > 1:
+        if texts is not None or image_paths is not None or mapping.image_options is None:
+            hint = "" if texts is not None or image_paths is not None else " and no options (see image_options)"
+            raise RecordProblem("several images", f"{len(pictures)} images{hint}")
+        mapping.image_options.check_fits(len(pictures))
+        if mapping.image_options.mode == "labelled":
+            joined, texts = pictures, mapping.image_options.labels()
+        else:
+            figures = len(pictures) - mapping.image_options.count
+            image, image_paths = (pictures[0] if figures else None), pictures[figures:]
     if texts is None and image_paths is None:
-        raise RecordProblem("not multiple choice: no options")
+        raise RecordProblem("no options in the text" if mapping.options_in_text else "not multiple choice: no options")
     if texts is not None and image_paths is not None:
         raise RecordProblem("both text options and option images are given; a question has one kind")
-    image_count = 0 if image is None else 1
+    image_count = len(pictures)
     problem = _strip_placeholders(problem, image_count)
     if texts is not None:
         texts = [_strip_placeholders(text, image_count) for text in texts]
@@ -318,14 +336,17 @@ def row_question(
         grade=normalize_grade(mapping.get(row, "grade", meta), subject),
         skill=normalize_skill(mapping.get(row, "skill", meta)),
         problem=problem,
-        problem_image=PLACEHOLDER_HASH if image is not None else None,
+        problem_image=PLACEHOLDER_HASH if image is not None or joined else None,
         choices=tuple(texts) if texts is not None else None,
         choice_images=(PLACEHOLDER_HASH,) * num_options if image_paths is not None else None,
         answer_idx=answer,
         source_split=normalize_split(split_raw),
         extra=extra,
     )
-    problem_bytes = _image_bytes(images_root, image, "image") if image is not None else None
+    if joined:
+        problem_bytes = join_pictures([_image_bytes(images_root, p, f"picture {i}") for i, p in enumerate(joined)])
+    else:
+        problem_bytes = _image_bytes(images_root, image, "image") if image is not None else None
     choice_bytes = (
         [_image_bytes(images_root, p, f"image of option {i}") for i, p in enumerate(image_paths)]
         if image_paths is not None
