@@ -5,12 +5,17 @@ existing one, and compares what the pipeline did with what the site planted:
 
 * dedup: pairwise precision and recall over planted duplicate pairs (records the pipeline
   put in the same group vs records the truth puts in the same ``duplicate_group``), and the
-  number of templated non-duplicates (``template_of``) merged;
+  number of templated non-duplicates (``template_of``) merged; then per class: each kind of
+  planted copy (exact, jpeg, resize, rescan, tex_spacing, label_punct, ...) with its recall
+  and precision, each kind of non-duplicate (templated siblings by change, unplanted
+  questions with the same text and options) with the pairs merged;
+* families and splits: truth families (``split_group``: duplicates and siblings that keep the
+  figure, stem and answer) kept in one family and one split, and questions per subject/split;
 * LaTeX: exact match (all white space removed) of kept questions' texts and text options
   against the truth's ``problem_latex`` / ``choices_latex`` where the text has formulas, and
   the number of texts without math that were changed.
 
-    .venv/bin/python bench/clean_quality.py --questions 3000 [--home DIR] [--seed 0]
+    .venv/bin/python bench/clean_quality.py --questions 3000 [--home DIR] [--seed 0] [--corpora]
 """
 
 from __future__ import annotations
@@ -137,11 +142,158 @@ def measure(home: DataHome, config: SiteConfig) -> dict:
     }
 
 
+def _class_of(r: dict) -> str:
+    return r["near_variant"] or r["duplicate_kind"] or "-"
+
+
+def dedup_classes(home: DataHome, config: SiteConfig) -> list[dict]:
+    """Pairwise precision and recall per class of planted pair.
+
+    Duplicate classes: a copy and its original (or two copies), named by the copy's kind or
+    near variant; recall = share of these pairs put in one group; precision = correct pairs /
+    predicted pairs that involve a record of that class. Non-duplicate classes: templated
+    siblings by change (image, options, colour) and unplanted questions with the same text and
+    options; "merged" pairs are errors (precision counts them against the classes above)."""
+    from pipelines.demo_site.drawing import draw
+    from pipelines.demo_site.generator import DemoSite
+
+    truth = [r for r in iter_truth(config) if r.get("type") == "question"]
+    base = CANONICAL_BASE.rstrip("/")
+    by_key = {base + r["url"]: r for r in truth}
+    kept = dict(run_query(home, "SELECT source_key, question_id FROM questions").rows)
+    removed = dict(run_query(home, "SELECT source_key, kept_question_id FROM duplicates").rows)
+    capped = {k for (k,) in run_query(home, "SELECT source_key FROM quarantine WHERE stage = 'cap'").rows}
+    group_of = {**kept, **removed}
+    reached = set(group_of) | capped
+
+    def together(a: str, b: str) -> bool:
+        return a in group_of and group_of.get(a) == group_of.get(b)
+
+    rows: dict[str, dict] = defaultdict(lambda: {"pairs": 0, "merged": 0, "false": 0})
+    planted = set()
+    members: dict[str, list[str]] = defaultdict(list)
+    for key, r in by_key.items():
+        if r["duplicate_group"] and key in group_of:
+            members[r["duplicate_group"]].append(key)
+    for keys in members.values():
+        for a, b in itertools.combinations(sorted(keys), 2):
+            ca, cb = _class_of(by_key[a]), _class_of(by_key[b])
+            name = cb if ca == "original" else ca if cb == "original" else "copy-copy"
+            rows[name]["pairs"] += 1
+            rows[name]["merged"] += together(a, b)
+            planted.add(frozenset((a, b)))
+    negatives = {}
+    for key, r in by_key.items():
+        if r["template_of"] and key in group_of and base + r["template_of"] in group_of:
+            negatives[frozenset((key, base + r["template_of"]))] = "template:" + r["template_change"]
+    same_question: dict[tuple, list[str]] = defaultdict(list)
+    for key, r in by_key.items():
+        if key in group_of and not r["duplicate_group"] and not r["template_of"] and r["problem_image"]:
+            same_question[(r["problem"], tuple(sorted(r["choices"] or [])), r["answer"])].append(key)
+    for keys in same_question.values():
+        for a, b in itertools.combinations(sorted(keys), 2):
+            negatives.setdefault(frozenset((a, b)), "unplanted:same text, options and answer")
+    site = DemoSite(config)
+
+    def same_drawing(a: str, b: str) -> bool:
+        qa, qb = site.question(by_key[a]["index"]), site.question(by_key[b]["index"])
+        if qa.problem_image is None or qb.problem_image is None:
+            return False
+        da, db = draw(qa.problem_image), draw(qb.problem_image)
+        return da.size == db.size and da.tobytes() == db.tobytes()
+
+    for pair, name in negatives.items():
+        a, b = sorted(pair)
+        if name.startswith("unplanted") and same_drawing(a, b):
+            # the same drawing on another page: the same question, though nothing planted it
+            name = negatives[pair] = "unplanted:same question and drawing"
+        rows[name]["pairs"] += 1
+        rows[name]["merged"] += together(a, b)
+    # predicted pairs that no truth pair explains, and the classes they count against
+    predicted_groups: dict[str, list[str]] = defaultdict(list)
+    for key, qid in group_of.items():
+        predicted_groups[qid].append(key)
+    unexplained = unexplained_same = identical = wrong = 0
+    for keys in predicted_groups.values():
+        for a, b in itertools.combinations(sorted(keys), 2):
+            pair = frozenset((a, b))
+            if pair in planted:
+                continue
+            same = negatives.get(pair) == "unplanted:same question and drawing"
+            if pair not in negatives:
+                unexplained += 1
+                same = same_drawing(a, b) and by_key[a]["answer"] == by_key[b]["answer"]
+                unexplained_same += same
+            identical += same
+            wrong += not same
+            for k in (a, b):
+                if by_key[k]["duplicate_group"] and by_key[k]["duplicate_kind"] != "original":
+                    rows[_class_of(by_key[k])]["false"] += 1
+    out = []
+    for name in sorted(rows, key=lambda n: (n.startswith(("template:", "unplanted")), n)):
+        if name == "original":
+            continue
+        row = rows[name]
+        negative = name.startswith(("template:", "unplanted"))
+        out.append({
+            "class": name, "kind": "not duplicates" if negative else "duplicates", "pairs": row["pairs"],
+            "merged": row["merged"],
+            "recall": None if negative else (row["merged"] / row["pairs"] if row["pairs"] else 1.0),
+            "precision": None if negative else (row["merged"] / (row["merged"] + row["false"])
+                                                if row["merged"] + row["false"] else 1.0),
+        })
+    out.append({"class": "other merges", "kind": "not duplicates", "pairs": unexplained, "merged": unexplained,
+                "recall": None, "precision": None, "same_drawing": unexplained_same})
+    correct = sum(1 for pair in planted if together(*sorted(pair)))
+    out.append({"class": "all (unplanted identical questions counted as duplicates)", "kind": "summary",
+                "pairs": len(planted), "merged": correct + identical, "recall": correct / len(planted) if planted else 1.0,
+                "precision": (correct + identical) / (correct + identical + wrong) if correct + identical + wrong else 1.0})
+    return out
+
+
+def split_figures(home: DataHome, config: SiteConfig) -> dict:
+    """Families and splits against the truth's ``split_group``: truth pairs kept in one family
+    and one split, and the questions per subject and split."""
+    truth = [r for r in iter_truth(config) if r.get("type") == "question"]
+    base = CANONICAL_BASE.rstrip("/")
+    rows = run_query(home, "SELECT source_key, duplicate_group, split, subject FROM questions").rows
+    family = {k: g for k, g, _, _ in rows}
+    split = {k: s for k, _, s, _ in rows}
+    groups: dict[str, list[str]] = defaultdict(list)
+    for r in truth:
+        key = base + r["url"]
+        if r["split_group"] and key in family:
+            groups[r["split_group"]].append(key)
+    pairs_total = same_family = same_split = 0
+    options_pairs = options_same_split = 0
+    for keys in groups.values():
+        for a, b in itertools.combinations(sorted(keys), 2):
+            pairs_total += 1
+            same_family += family[a] == family[b]
+            same_split += split[a] == split[b]
+    by_key = {base + r["url"]: r for r in truth}
+    for key, r in by_key.items():
+        other = base + (r["template_of"] or "")
+        if r["template_change"] == "options" and key in split and other in split:
+            options_pairs += 1
+            options_same_split += split[key] == split[other]
+    counts = run_query(home, "SELECT subject, split, count(*) FROM questions GROUP BY ALL ORDER BY ALL").rows
+    return {
+        "family_pairs_in_kept_questions": pairs_total,
+        "family_pairs_in_one_family": same_family,
+        "family_pairs_in_one_split": same_split,
+        "same_figure_stem_answer_other_distractors_pairs": options_pairs,
+        "of_which_in_one_split": options_same_split,
+        "questions_per_subject_and_split": {f"{subject}/{sp}": n for subject, sp, n in counts},
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--questions", type=int, default=3000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--home", help="an existing demo build with these --questions/--seed (default: build one)")
+    parser.add_argument("--corpora", action="store_true", help="also build and measure the real corpora (bench/corpus_quality.py)")
     args = parser.parse_args(argv)
     config = SiteConfig(seed=args.seed, questions=args.questions)
     if args.home:
@@ -163,6 +315,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("goals (precision >= 0.99, recall >= 0.98, no template merged, LaTeX >= 98%, prose unchanged):",
           "met" if ok else "MISSED")
+    print("\ndedup per class (pairs of records that reached dedup):")
+    print(f"  {'class':44} {'pairs':>6} {'merged':>7} {'recall':>7} {'precision':>9}")
+    for row in dedup_classes(home, config):
+        recall = "" if row["recall"] is None else f"{row['recall']:.4f}"
+        precision = "" if row["precision"] is None else f"{row['precision']:.4f}"
+        note = f"  ({row['same_drawing']} with the same drawing)" if "same_drawing" in row else ""
+        print(f"  {row['class']:44} {row['pairs']:>6} {row['merged']:>7} {recall:>7} {precision:>9}{note}")
+    print("\nfamilies and splits:")
+    for name, value in split_figures(home, config).items():
+        print(f"  {name:50} {value}")
+    if args.corpora:
+        from bench.corpus_quality import main as corpus_quality
+
+        ok = corpus_quality(["--corpus", "all"]) == 0 and ok
     return 0 if ok else 1
 
 

@@ -4,7 +4,7 @@ Corpus: ``DemoSite(SiteConfig(seed, questions=N))`` (default N = 1,000,000), min
 text-only questions (the pipeline's filter runs before dedup). Each image's identity is its
 spec ``key`` (what the sha256 of its bytes is in a crawl) and its perceptual hash is a
 stand-in derived from the spec: a hash of the drawing (``content_key``) for originals; for
-the ``jpeg``/``resize`` variants the same hash with d bits flipped, where d is drawn from
+the ``jpeg``/``resize``/``rescan`` variants the same hash with d bits flipped, where d is drawn from
 the distances measured in this run between real renders of variants and their originals
 (``--calibrate`` pairs, real ``phash_bytes`` of ``render_image``). Rendering a million
 images would measure the renderer, not dedup; ``--real`` runs a smaller corpus with every
@@ -15,17 +15,18 @@ pair inside a group is a duplicate pair. Templated siblings (same text, other im
 options) must not be merged. Scores are pair-level precision / recall / F1 over the
 corpus, plus the number of merged templated pairs.
 
-Contenders (same normalized text, same shingles: character 3-grams + word tokens, same
-64 permutations in 8 bands x 8 rows, which is what MinHashLSH picks for threshold 0.7):
+Contenders:
 - ours: ``pipelines.dedup.deduplicate`` end to end (identity, exact groups, conflicts,
-  blocking by MinHash LSH and image multi-index hashing, pairwise confirmation);
-- datasketch, the usual recipe (full corpus): ``MinHash.bulk`` per chunk, then in kept-record
+  blocking by canonical text and image multi-index hashing, pairwise confirmation);
+- datasketch, the usual recipe (full corpus; normalized text, shingles = character 3-grams +
+  word tokens, 64 permutations in 8 bands x 8 rows, which is what MinHashLSH picks for
+  threshold 0.7): ``MinHash.bulk`` per chunk, then in kept-record
   order ``MinHashLSH.query``; a record with a hit is a duplicate of the first hit, otherwise
   it is inserted. Its sets also hold one token per option and one for the problem image
   identity, so that images and options take part in the similarity;
 - datasketch + our confirmation (``--confirm-size`` records, default 50,000): the same
-  recipe, but each hit must pass our pairwise confirmation (numbers and operators, options,
-  image Hamming distance, answers) before a record counts as a duplicate. On templated
+  recipe, but each hit must pass our pairwise confirmation (canonical text and options,
+  near-equal images, answers) before a record counts as a duplicate. On templated
   quiz data the hit lists grow with the number of kept siblings (quadratic), so this one
   runs on a prefix-sized corpus and ours is timed again on the same corpus.
 
@@ -50,15 +51,17 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipelines.dedup import DedupConfig, deduplicate  # noqa: E402
-from pipelines.dedup.dedup import ImageMatcher, _answers_agree  # noqa: E402
+from pipelines.dedup import DedupConfig, ImageIndex, ImageMatcher, deduplicate  # noqa: E402
+from pipelines.dedup.dedup import _answers_agree  # noqa: E402
 from pipelines.dedup.minhash import splitmix64  # noqa: E402
-from pipelines.dedup.normalize import math_tokens, normalize_text  # noqa: E402
-from pipelines.dedup.phash import image_signature_bytes, phash_bytes  # noqa: E402
+from pipelines.dedup.normalize import canonical_text, normalize_text  # noqa: E402
+from pipelines.dedup.phash import describe_bytes, phash_bytes  # noqa: E402
 from pipelines.demo_site.generator import DemoSite, SiteConfig, render_image  # noqa: E402
 from pipelines.records import RAW_QUESTION_SCHEMA  # noqa: E402
 
 BASE_URL = "http://demo.localhost"
+TEXT_THRESHOLD = 0.7  # datasketch: MinHashLSH's threshold, 64 permutations (8 bands x 8 rows)
+NUM_PERM = 64
 
 
 # ---- corpus --------------------------------------------------------------------------------
@@ -90,7 +93,12 @@ def _generate(args):
         cols["role"].append(q.role)
         cols["dup_of"].append(q.dup_of)
         cols["template_of"].append(q.template_of)
-    signatures = {k: image_signature_bytes(b) for k, b in blobs.items()} if real else {}
+    signatures = {}
+    for k, b in blobs.items():
+        d = describe_bytes(b)
+        signatures[k] = (int(d.phash[0]), d.thumbnail[0].tobytes(),
+                         (int(d.content_phash[0]), d.content_thumbnail[0].tobytes(), d.content_box[0].tolist(),
+                          d.colours[0].tobytes()))
     return cols, images, signatures
 
 
@@ -132,14 +140,14 @@ def build_corpus(seed: int, n: int, real: bool, workers: int = 2):
 
 
 def calibrate_variant_distances(seed: int, pairs: int) -> np.ndarray:
-    """Hamming distances between real phashes of jpeg/resize variants and their originals."""
+    """Hamming distances between real phashes of jpeg/resize/rescan variants and their originals."""
     site = DemoSite(SiteConfig(seed=seed + 1, questions=200_000))
     out = []
     i = 0
     while len(out) < pairs and i < site.num_indices:
         q = site.question(i)
         i += 1
-        if q.role == "near" and q.near_variant in ("jpeg", "resize"):
+        if q.role == "near" and q.near_variant in ("jpeg", "resize", "rescan"):
             spec = q.problem_image if q.problem_image is not None else q.choice_images[0]
             original = spec.with_variant("")
             out.append((phash_bytes(render_image(spec)) ^ phash_bytes(render_image(original))).bit_count())
@@ -194,9 +202,9 @@ def score(truth: pl.DataFrame, predicted_group: np.ndarray) -> dict:
 
 # ---- contenders -------------------------------------------------------------------------------
 
-def run_ours(frame: pl.DataFrame, phash_of: dict, config: DedupConfig, thumbnail_of=None):
+def run_ours(frame: pl.DataFrame, images, config: DedupConfig, thumbnail_of=None):
     t = time.perf_counter()
-    result = deduplicate(frame, phash_of, config, thumbnail_of)
+    result = deduplicate(frame, images, config, thumbnail_of)
     seconds = time.perf_counter() - t
     row_of = {k: r for r, k in enumerate(frame["source_key"].to_list())}
     group = np.arange(frame.height, dtype=np.int64)
@@ -216,40 +224,36 @@ def _shingles(text: str) -> list[bytes]:
 class _Confirm:
     """Our pairwise confirmation, for records that datasketch proposes."""
 
-    def __init__(self, frame: pl.DataFrame, phash_of: dict, config: DedupConfig, thumbnail_of=None):
-        self.config = config
-        self.phash_of = phash_of
-        self.matcher = ImageMatcher(phash_of, thumbnail_of, config.image_hamming, config.thumbnail_tolerance)
-        self.problem = [normalize_text(p) for p in frame["problem"].to_list()]
-        self.tokens = [math_tokens(p) for p in self.problem]
+    def __init__(self, frame: pl.DataFrame, images, config: DedupConfig, thumbnail_of=None):
+        index = images if isinstance(images, ImageIndex) else ImageIndex(images, thumbnail_of)
+        self.matcher = ImageMatcher(index, config.rule)
+        self.problem = [canonical_text(p) for p in frame["problem"].to_list()]
         self.image = frame["problem_image"].to_list()
-        self.choices = [None if c is None else tuple(sorted(normalize_text(x) for x in c)) for c in frame["choices"].to_list()]
+        raw_choices = frame["choices"].to_list()
+        self.choices = [None if c is None else tuple(sorted(canonical_text(x, option=True) for x in c)) for c in raw_choices]
         self.pics = [None if c is None else tuple(c) for c in frame["choice_images"].to_list()]
         answers = frame["answer_idx"].to_list()
-        raw_choices = frame["choices"].to_list()
         self.answer = []
         for c, p, a in zip(raw_choices, self.pics, answers):
-            opts = [normalize_text(x) for x in c] if c is not None else list(p or ())
+            opts = [canonical_text(x, option=True) for x in c] if c is not None else list(p or ())
             self.answer.append(opts[a] if 0 <= a < len(opts) else None)
 
     def __call__(self, x: int, y: int, jaccard: float) -> bool:
-        if self.tokens[x] != self.tokens[y] or self.choices[x] != self.choices[y]:
+        if self.problem[x] != self.problem[y] or self.choices[x] != self.choices[y]:
             return False
         if (self.pics[x] is None) != (self.pics[y] is None):
-            return False
-        if self.problem[x] != self.problem[y] and jaccard < self.config.text_threshold:
             return False
         ix, iy = self.image[x], self.image[y]
         if (ix is None) != (iy is None):
             return False
-        if ix is not None and self.matcher.distance(ix, iy) is None:
+        if ix is not None and not self.matcher.near(ix, iy):
             return False
         if self.pics[x] is not None and self.matcher.options(self.pics[x], self.pics[y]) is None:
             return False
         return _answers_agree(self.answer[x], self.answer[y], self.pics[x] is not None, self.matcher)
 
 
-def run_datasketch(frame: pl.DataFrame, phash_of: dict, config: DedupConfig, confirm: bool, thumbnail_of=None,
+def run_datasketch(frame: pl.DataFrame, phash_of, config: DedupConfig, confirm: bool, thumbnail_of=None,
                    chunk: int = 20_000):
     from datasketch import MinHash, MinHashLSH
 
@@ -260,8 +264,8 @@ def run_datasketch(frame: pl.DataFrame, phash_of: dict, config: DedupConfig, con
     choices = frame["choices"].to_list()
     pics = frame["choice_images"].to_list()
     checker = _Confirm(frame, phash_of, config, thumbnail_of) if confirm else None
-    lsh = MinHashLSH(threshold=config.text_threshold, num_perm=config.num_perm)
-    assert lsh.b == config.bands and lsh.r == config.rows, (lsh.b, lsh.r)
+    lsh = MinHashLSH(threshold=TEXT_THRESHOLD, num_perm=NUM_PERM)
+    assert lsh.b == 8 and lsh.r == 8, (lsh.b, lsh.r)
     group = np.arange(frame.height, dtype=np.int64)
     kept_sig: dict[int, MinHash] = {}
     comparisons = 0
@@ -285,7 +289,7 @@ def run_datasketch(frame: pl.DataFrame, phash_of: dict, config: DedupConfig, con
             if images[r] is not None:
                 tokens.append(("\x00i" + images[r]).encode("utf-8"))
             sets.append(tokens)
-        sigs = MinHash.bulk(sets, num_perm=config.num_perm)
+        sigs = MinHash.bulk(sets, num_perm=NUM_PERM)
         for r, m in zip(rows, sigs):
             hits = lsh.query(m)
             head = None
@@ -351,7 +355,8 @@ def main(argv=None) -> int:
     distances = calibrate_variant_distances(args.seed, args.calibrate)
     print(f"calibration: {len(distances)} real jpeg/resize variant pairs, phash distance "
           f"p50 {np.percentile(distances, 50):.0f} p90 {np.percentile(distances, 90):.0f} max {distances.max()}, "
-          f"share <= {config.image_hamming}: {(distances <= config.image_hamming).mean():.3f} ({time.perf_counter() - t:.0f} s)")
+          f"share <= {config.image_hamming}: {(distances <= config.image_hamming).mean():.3f}, "
+          f"<= {config.rescan_hamming}: {(distances <= config.rescan_hamming).mean():.3f} ({time.perf_counter() - t:.0f} s)")
 
     if args.questions:
         t = time.perf_counter()
@@ -373,8 +378,11 @@ def main(argv=None) -> int:
         print(f"real corpus built and hashed in {time.perf_counter() - t:.0f} s ({len(images):,} images)")
         phash_of = {k: v[0] for k, v in signatures.items()}
         thumbnail_of = {k: v[1] for k, v in signatures.items()}
-        compare(f"real images, hash + thumbnail, {args.real:,} site questions", frame, truth, phash_of, config,
-                not args.skip_datasketch, confirm=True, thumbnail_of=thumbnail_of)
+        index = ImageIndex(phash_of, thumbnail_of, {k: v[2] for k, v in signatures.items()})
+        compare(f"real images, full descriptors, {args.real:,} site questions", frame, truth, index, config,
+                not args.skip_datasketch, confirm=True)
+        compare(f"real images, hash + grey thumbnail, {args.real:,} site questions", frame, truth, phash_of, config,
+                False, confirm=True, thumbnail_of=thumbnail_of)
         compare(f"real images, 64-bit hash only, {args.real:,} site questions", frame, truth, phash_of, config,
                 False, confirm=True)
     print(f"peak RSS {_rss_gb():.2f} GB")

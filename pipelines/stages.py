@@ -36,6 +36,11 @@ IMAGES_SCHEMA = {
     "path": pl.String,
     "size_bytes": pl.Int64,
     "thumbnail": pl.Binary,  # 16x16 grey thumbnail: confirms near-equal images beyond the 64-bit hash
+    # the figure without its margins (dedup/phash.py): a re-scanned or re-cropped copy matches it
+    "content_phash": pl.UInt64,
+    "content_thumbnail": pl.Binary,  # 16x16 RGB
+    "content_box": pl.List(pl.UInt16),  # [left, top, right, bottom], permille of the page
+    "colours": pl.Binary,  # colour histogram: a green and a teal square differ here, not in grey
 }
 
 
@@ -99,7 +104,7 @@ def image_index_stage(home: DataHome) -> dict:
 
 
 def _image_index(home: DataHome) -> dict:
-    from .dedup.phash import image_signatures
+    from .dedup.phash import image_descriptors
 
     questions = read_lake(home, "multimodal")
     wanted = referenced_images(questions)
@@ -112,8 +117,8 @@ def _image_index(home: DataHome) -> dict:
     store = ImageStore(home.images)
     rows = []
     paths = [store.path(h) for h in todo]
-    hashes, thumbnails = image_signatures(paths) if paths else ([], [])
-    for image_hash, path, ph, thumb in zip(todo, paths, hashes, thumbnails):
+    described = image_descriptors(paths) if paths else None
+    for i, (image_hash, path) in enumerate(zip(todo, paths)):
         with Image.open(path) as im:
             width, height = im.size
         rows.append(
@@ -122,10 +127,14 @@ def _image_index(home: DataHome) -> dict:
                 "format": path.suffix.lstrip("."),
                 "width": width,
                 "height": height,
-                "phash": int(ph),
+                "phash": int(described.phash[i]),
                 "path": str(path.relative_to(home.root)),
                 "size_bytes": path.stat().st_size,
-                "thumbnail": bytes(thumb),
+                "thumbnail": described.thumbnail[i].tobytes(),
+                "content_phash": int(described.content_phash[i]),
+                "content_thumbnail": described.content_thumbnail[i].tobytes(),
+                "content_box": described.content_box[i].tolist(),
+                "colours": described.colours[i].tobytes(),
             }
         )
     fresh = pl.DataFrame(rows, schema=IMAGES_SCHEMA)
@@ -143,20 +152,19 @@ def dedup_stage(home: DataHome, settings: BuildSettings) -> dict:
             home.lake / "quarantine" / "dedup.parquet", home.lake / "quarantine" / "cap.parquet",
         ],
         settings={"cap_per_skill": settings.cap_per_skill, "seed": settings.seed},
-        code=("dedup", "filtering.py", "stages.py"),
+        code=("dedup", "latex.py", "filtering.py", "stages.py"),
     )
 
 
 def _dedup(home: DataHome, settings: BuildSettings) -> dict:
-    from .dedup import DedupConfig, deduplicate
+    from .dedup import DedupConfig, ImageIndex, deduplicate, figure_families
 
     questions = read_lake(home, "multimodal")
-    images = read_lake(home, "images")
-    phash_of = dict(zip(images["image_hash"].to_list(), images["phash"].to_list()))
-    thumbnail_of = dict(zip(images["image_hash"].to_list(), images["thumbnail"].to_list()))
-    result = deduplicate(questions, phash_of, DedupConfig(), thumbnail_of=thumbnail_of)
+    images = ImageIndex.from_table(read_lake(home, "images"))
+    result = deduplicate(questions, images, DedupConfig())
     kept, over_cap = cap_per_skill(result.kept, settings.cap_per_skill, settings.seed)
-    kept = kept.sort("question_id")
+    kept = figure_families(kept.sort("question_id"), images, DedupConfig())
+    family_sizes = kept.group_by("duplicate_group").len()["len"]
     write_table(kept, lake(home, "deduplicated"))
     write_table(result.duplicates.sort("kept_question_id", "source", "source_key"), lake(home, "duplicates"))
     write_quarantine(home, "dedup", result.quarantine)
@@ -169,6 +177,8 @@ def _dedup(home: DataHome, settings: BuildSettings) -> dict:
         "duplicates_by_kind": dict(zip(kinds["kind"].to_list(), kinds["len"].to_list())),
         "conflicts_quarantined": result.quarantine.height,
         "over_cap": over_cap.height,
+        "families": family_sizes.len(),
+        "questions_in_shared_families": int(family_sizes.filter(family_sizes > 1).sum()),
     }
 
 
@@ -227,7 +237,7 @@ def shuffle_stage(home: DataHome, settings: BuildSettings) -> dict:
         inputs=[lake(home, "latex")],
         outputs=[lake(home, "shuffled")],
         settings={"seed": settings.seed},
-        code=("shuffle.py", "stages.py"),
+        code=("shuffle.py", "option_order.py", "stages.py"),
     )
 
 
@@ -237,7 +247,8 @@ def _shuffle(home: DataHome, settings: BuildSettings) -> dict:
     questions = read_lake(home, "latex")
     shuffled = shuffle_options(questions, settings.seed)
     write_table(shuffled, lake(home, "shuffled"))
-    return {"questions": shuffled.height}
+    orders = shuffled.group_by("shuffle").len().sort("shuffle")
+    return {"questions": shuffled.height, "option_order": dict(zip(orders["shuffle"].to_list(), orders["len"].to_list()))}
 
 
 def split_ledger_path(home: DataHome) -> Path:
@@ -254,19 +265,23 @@ def split_stage(home: DataHome, settings: BuildSettings) -> dict:
             "seed": settings.seed,
             "ratios": [settings.split_train, settings.split_valid, settings.split_test],
         },
-        code=("split.py", "shuffle.py", "stages.py"),
+        code=("split.py", "shuffle.py", "option_order.py", "stages.py"),
     )
 
 
 def _split(home: DataHome, settings: BuildSettings) -> dict:
     from .shuffle import choices_table
-    from .split import SplitConfig, assign_splits
+    from .split import SplitConfig, assign_splits, read_ledger
 
     shuffled = read_lake(home, "shuffled")
     ledger_path = split_ledger_path(home)
     ledger = pl.read_parquet(ledger_path) if ledger_path.exists() else None
     config = SplitConfig(settings.split_train, settings.split_valid, settings.split_test, seed=settings.seed)
     with_split, new_ledger = assign_splits(shuffled, ledger, config)
+    # questions whose family joined questions the ledger had put in other splits (split.py)
+    moved = read_ledger(ledger).join(new_ledger, on="question_id", suffix="_now").filter(
+        pl.col("split") != pl.col("split_now")
+    ).join(with_split.select("question_id"), on="question_id").height
     questions = with_split.with_columns(
         pl.col("problem_image").is_not_null().alias("pic_prob"),
         pl.col("choice_images").is_not_null().alias("pic_choice"),
@@ -274,13 +289,14 @@ def _split(home: DataHome, settings: BuildSettings) -> dict:
     ).select(
         "question_id", "source", "source_key", "subject", "grade", "skill", "problem", "problem_original",
         "problem_image", "pic_prob", "pic_choice", "num_choices", "choices", "choice_images", "answer_idx",
-        "permutation", "split", "duplicate_group", "source_split", "extra",
+        "permutation", "shuffle", "split", "duplicate_group", "source_split", "extra",
     ).sort("question_id")
     write_table(questions, lake(home, "questions"))
     write_table(choices_table(questions), lake(home, "choices"))
     write_table(new_ledger, ledger_path)
     counts = questions.group_by("split").len()
-    return {"questions": questions.height, "splits": dict(zip(counts["split"].to_list(), counts["len"].to_list()))}
+    return {"questions": questions.height, "splits": dict(zip(counts["split"].to_list(), counts["len"].to_list())),
+            "moved_by_family_merges": moved}
 
 
 def statistics_stage(home: DataHome) -> tuple[pl.DataFrame, str]:
@@ -325,14 +341,21 @@ def export_stage(home: DataHome, settings: BuildSettings) -> dict:
 
 
 def _export(home: DataHome, settings: BuildSettings) -> dict:
-    from .export import write_stem_export
+    from .blocking import record_check
+    from .export import ExportRefused, check_release_invariants, write_stem_export
 
-    result = write_stem_export(
-        read_lake(home, "questions"),
-        ImageStore(home.images),
-        home.export.parent,
-        rows_per_shard=settings.rows_per_shard,
-    )
+    try:
+        result = write_stem_export(
+            read_lake(home, "questions"),
+            ImageStore(home.images),
+            home.export.parent,
+            rows_per_shard=settings.rows_per_shard,
+            validate=check_release_invariants,  # the blocking check export_invariants, before publishing
+        )
+    except ExportRefused as exc:
+        record_check(home, "export_invariants", False, str(exc))
+        raise
+    record_check(home, "export_invariants", True, "")
     return {"files": [p.name for p in result.files], "rows": result.rows, "path": str(result.data_dir)}
 
 

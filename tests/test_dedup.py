@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import unicodedata
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -383,7 +384,7 @@ def test_exact_and_near_duplicates_are_removed_with_evidence():
     near = dups["a5"]
     assert near["kind"] == "near" and near["kept_question_id"] == a1["question_id"]
     ev = json.loads(near["evidence"])
-    assert ev["hamming"] == 2 and ev["jaccard"] == 1.0 and ev["options"] == "equal"
+    assert ev["hamming"] == 2 and ev["text"] == "equal" and ev["options"] == "equal" and ev["image"] == "re-encoded"
     evb = json.loads(dups["b2"]["evidence"])
     assert dups["b2"]["kind"] == "near" and evb["options"] == "near" and evb["options_hamming"] == 2
     assert result.kept["question_id"].to_list() == sorted(result.kept["question_id"].to_list())
@@ -413,18 +414,20 @@ def test_templated_questions_and_different_numbers_are_not_duplicates():
     assert result.kept["question_id"].n_unique() == len(rows)
 
 
-def test_text_only_near_duplicates_use_text_lsh():
+def test_near_duplicates_need_the_same_canonical_text():
     long = "A ball rolls down a ramp. Which force makes the ball speed up as it rolls down 2 meters?"
     rows = [
         _q("x1", long, None, ["gravity", "friction"]),
-        _q("x2", long.replace("speed up", "go faster"), None, ["friction", "gravity"], answer=1),
-        _q("x3", long.replace("2 meters", "3 meters"), None, ["gravity", "friction"]),
-        _q("x4", "Something else entirely about 2 meters of rope?", None, ["gravity", "friction"]),
+        _q("x2", long.replace("ramp.", "ramp ").upper(), None, ["(B) friction", "(A) gravity"], answer=1),
+        _q("x3", long.replace("2 meters", "3 meters"), None, ["gravity", "friction"]),  # a number differs
+        _q("x4", long.replace("speed up", "go faster"), None, ["gravity", "friction"]),  # words differ
+        _q("x5", long, None, ["gravity", "magnetism"]),  # an option differs
     ]
-    result = deduplicate(_frame(rows), {}, DedupConfig(text_threshold=0.6))
+    result = deduplicate(_frame(rows), {})
     kept, dups, _ = _by_key(result)
-    assert set(kept) == {"x1", "x3", "x4"}
-    assert dups["x2"]["kind"] == "near" and 0.6 <= json.loads(dups["x2"]["evidence"])["jaccard"] < 1.0
+    assert set(kept) == {"x1", "x3", "x4", "x5"}
+    evidence = json.loads(dups["x2"]["evidence"])
+    assert dups["x2"]["kind"] == "near" and evidence == {"text": "equivalent", "options": "equivalent"}
 
 
 def test_conflicting_answers_are_quarantined_not_merged():
@@ -492,7 +495,7 @@ def test_large_templated_blocks_stay_linear_and_correct():
     images["img0_jpeg"] = images["img0"] ^ 1
     rows = [_q(f"k{i:05d}", "How many stars are there?", f"img{i}", ["1", "2", "3"]) for i in range(3000)]
     rows.append(_q("k99999", "How many stars are there?", "img0_jpeg", ["1", "2", "3"]))
-    result = deduplicate(_frame(rows), images, DedupConfig(max_block=8))
+    result = deduplicate(_frame(rows), images)
     assert result.kept.height == 3000
     assert result.duplicates["source_key"].to_list() == ["k99999"]
 
@@ -583,7 +586,7 @@ def test_dedup_result_does_not_depend_on_the_pair_chunk_size(monkeypatch):
             rows.append(_q(f"q{i:04d}", f"What is {pick % 5} + {pick % 3} on the number line today?", None,
                            [str(pick % 7), "9"], answer=int(rng.integers(0, 2))))
     frame = _frame(rows)
-    config = DedupConfig(max_block=6)
+    config = DedupConfig()
     reference = deduplicate(frame, hashes, config)
     assert reference.duplicates.height > 0 and reference.quarantine.height > 0
     for chunk in (1, 3):
@@ -592,3 +595,309 @@ def test_dedup_result_does_not_depend_on_the_pair_chunk_size(monkeypatch):
         assert result.kept.equals(reference.kept)
         assert result.duplicates.equals(reference.duplicates)
         assert result.quarantine.equals(reference.quarantine)
+
+
+# ---- canonical text: what near-duplicate confirmation compares --------------------------------
+
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        (r"\frac{2 + \sqrt{5}}{2}", r"\frac{2+\sqrt{5}}2"),
+        (r"$\frac{a}{b}$", r"\(\frac ab\)"),
+        (r"\frac{a}b", r"\dfrac{a}{b}"),
+        (r"\left( x + 1 \right)^2", r"(x+1)^{2}"),
+        (r"$$x \le 3$$", r"\[x\leq 3\]"),
+        (r"5\,\mathrm{cm}", "5 cm"),
+        ("5 × 3 = 15", r"$5 \times 3=15$"),
+        ("x² − 1", "x^2 - 1"),
+        ("45°", r"$45^\circ$"),
+        ("(2, 3)", "(2,3)"),
+        ("Select the square that is green.", "select the  square that is GREEN"),
+        (r"It costs \$5.", "It costs $5"),
+        ("What is 3 + 4?", "what is 3+4"),
+    ],
+)
+def test_canonical_text_accepts_notation_that_typesets_the_same(a, b):
+    from pipelines.dedup import canonical_text
+
+    assert canonical_text(a) == canonical_text(b)
+
+
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        ("Select the square that is green.", "Select the square that is teal."),  # a colour
+        ("Mia has 5 apples.", "Liam has 5 apples."),  # a name
+        ("The rope is 5 cm long.", "The rope is 5 mm long."),  # a unit
+        ("What is 3 + 4?", "What is 3 + 5?"),  # a number
+        ("(2, 3)", "(23)"),  # two numbers are not one
+        ("3.5", "35"),
+        ("5!", "5"),  # a factorial
+        (r"\frac{1}{2}", r"\frac{2}{1}"),
+        (r"x^{2}", "x2"),
+        ("It costs $5 and $6.", "It costs 5 and 6."),  # prices are not math delimiters
+    ],
+)
+def test_canonical_text_keeps_every_content_word_number_unit_and_symbol(a, b):
+    from pipelines.dedup import canonical_text
+
+    assert canonical_text(a) != canonical_text(b)
+
+
+@pytest.mark.parametrize("label", ["A", "(A)", "A.", "A)", "(a)", "[A]", "Ａ．", "（Ａ）"])
+def test_option_labels_lose_their_punctuation(label):
+    from pipelines.dedup import canonical_text
+
+    assert canonical_text(label, option=True) == "a"
+    assert canonical_text(label.replace("A", "B").replace("a", "b").replace("Ａ", "Ｂ"), option=True) == "b"
+    assert canonical_text("(A) 12 cm", option=True) == canonical_text("A. 12 cm", option=True) == canonical_text("12 cm")
+    assert canonical_text("A", option=False) == "a" and canonical_text("(A)", option=False) != "a"  # a stem keeps it
+
+
+def test_canonical_text_plain_and_tex_paths_agree():
+    from pipelines.dedup import normalize as N
+
+    texts = ["How many stars are there?", "Mia's 3 cats, 2 dogs; 1.5 m... done!", "It is 3:00 (a.m.)", "Café — naïve",
+             "x - y / 2 % 3 < 4 > 1 | 7", "Which is it: A, B or C?", "5! and 10,000"]
+    for text in texts:
+        assert not N._NEEDS_TEX.search(text)
+        tokens: list[str] = []
+        N._canonical_tokens(N._TEX_TOKEN.findall(" ".join(text.split())), 0, None, tokens)
+        assert N.canonical_text(text) == N._finish(tokens), text
+
+
+def test_near_duplicates_through_tex_spacing_and_label_punctuation():
+    rows = [
+        _q("t1", "Which expression gives the shaded part?", "star", [r"$\frac{2 + \sqrt{5}}{2}$", r"$\frac{1}{2}$"]),
+        _q("t2", "Which expression gives the shaded part?", "star",
+           [r"\( \frac12 \)", r"\( \frac{2+\sqrt{5}}2 \)"], answer=1),
+        _q("l1", "Which figure is a hexagon?", "moon", ["A", "B", "C"], answer=2),
+        _q("l2", "Which figure is a hexagon?", "moon", ["(A)", "(B)", "(C)"], answer=2),
+        _q("l3", "Which figure is a hexagon?", "moon", ["A.", "B.", "C."], answer=1),  # another key: a conflict
+        _q("g1", "Select the square that is green.", "sun", ["yes", "no"]),
+        _q("g2", "Select the square that is teal.", "sun", ["yes", "no"]),  # one content word differs
+    ]
+    kept, dups, quarantine = _by_key(deduplicate(_frame(rows), H))
+    assert set(kept) == {"t1", "l1", "g1", "g2"}
+    assert dups["t2"]["kind"] == dups["l2"]["kind"] == "near"
+    assert json.loads(dups["t2"]["evidence"])["options"] == "equivalent"
+    assert set(quarantine) == {"l3"} and json.loads(quarantine["l3"]["detail"])["answer"] == "b"
+
+
+# ---- images: colour, re-scans, crops ----------------------------------------------------------
+
+def _page(colour=(46, 160, 67), size=(240, 200), at=(60, 40), side=110, background=(250, 248, 240), seed=0):
+    """A figure on a page: a filled square, a grid of dots and a few strokes that depend on
+    ``seed``, on a tinted page."""
+    rng = np.random.default_rng(seed)
+    im = Image.new("RGB", size, background)
+    d = ImageDraw.Draw(im)
+    x, y = at
+    d.rectangle([x, y, x + side, y + side], fill=colour, outline=(30, 30, 30), width=3)
+    for k in range(4):
+        d.ellipse([x + 10 + 25 * k, y + 8, x + 22 + 25 * k, y + 20], fill=(255, 255, 255), outline=(30, 30, 30))
+    for _ in range(3):
+        px, py, qx, qy = (int(v) for v in rng.integers(10, side - 10, 4))
+        d.line([x + px, y + py, x + qx, y + qy], fill=(30, 30, 30), width=4)
+    return im
+
+
+def _descriptors(images: dict[str, bytes]):
+    from pipelines.dedup import ImageIndex, describe_bytes
+
+    phash, thumbs, content = {}, {}, {}
+    for name, data in images.items():
+        d = describe_bytes(data)
+        phash[name], thumbs[name] = int(d.phash[0]), d.thumbnail[0].tobytes()
+        content[name] = (int(d.content_phash[0]), d.content_thumbnail[0].tobytes(), d.content_box[0].tolist(),
+                         d.colours[0].tobytes())
+    return ImageIndex(phash, thumbs, content)
+
+
+def _rescanned(im: Image.Image, seed: int) -> bytes:
+    from pipelines.demo_site.drawing import rescan
+
+    return _encode(rescan(im, seed), "JPEG", quality=72)
+
+
+def test_colour_variants_are_neither_merged_nor_conflicts():
+    green, teal = _page((46, 160, 67)), _page((20, 150, 150))  # nearly the same grey
+    images = {"green": _encode(green, "PNG"), "teal": _encode(teal, "PNG")}
+    index = _descriptors(images)
+    assert (index.phash[index.row_of["green"]] ^ index.phash[index.row_of["teal"]]).bit_count() <= 4
+    rows = [
+        _q("c1", "What color is the square?", "green", ["green", "teal", "red"], answer=0),
+        _q("c2", "What color is the square?", "teal", ["teal", "green", "red"], answer=0),
+    ]
+    result = deduplicate(_frame(rows), index)
+    assert result.kept.height == 2 and result.duplicates.height == 0 and result.quarantine.height == 0
+    # the grey-only rule of a hash and grey thumbnails would call them the same picture
+    grey = deduplicate(_frame(rows), {k: int(index.phash[index.row_of[k]]) for k in images},
+                       thumbnail_of={k: index.thumbnail[index.row_of[k]] for k in images})
+    assert grey.quarantine.height == 1
+
+
+def test_rescans_crops_and_margins_of_a_figure_are_found():
+    from pipelines.dedup import ImageMatcher
+
+    page = _page(seed=3)
+    wide = Image.new("RGB", (252, 206), (250, 248, 240))
+    wide.paste(page, (9, 2))  # wider margins
+    images = {
+        "page": _encode(page, "PNG"),
+        "rescan1": _rescanned(page, 1),
+        "rescan2": _rescanned(page, 2),
+        "margins": _encode(wide, "PNG"),
+        "other": _encode(_page(seed=4), "PNG"),  # other marks: another figure
+    }
+    index = _descriptors(images)
+    matcher = ImageMatcher(index)
+    for name in ("rescan1", "rescan2", "margins"):
+        assert matcher.distance("page", name) is not None, name
+    assert matcher.distance("page", "other") is None
+    rows = [
+        _q("r1", "How many marks are on the square?", "page", ["4", "5", "3"]),
+        _q("r2", "How many marks are on the square?", "rescan1", ["5", "3", "4"], answer=2),
+        _q("r3", "How many marks are on the square?", "margins", ["3", "4", "5"], answer=1),
+        _q("r4", "How many marks are on the square?", "other", ["4", "5", "3"]),
+        _q("r5", "How many marks are on the square?", "rescan2", ["6", "3", "4"], answer=2),  # other options
+    ]
+    kept, dups, _ = _by_key(deduplicate(_frame(rows), index))
+    assert set(kept) == {"r1", "r4", "r5"}
+    assert json.loads(dups["r2"]["evidence"])["image"] == "re-scanned"
+
+
+def test_content_box_ignores_margins_page_colour_and_transparency():
+    from pipelines.dedup import aligned_distance
+    from pipelines.dedup.phash import describe_bytes
+
+    page = _page(seed=5)
+    a = describe_bytes(_encode(page, "PNG"))
+    rgba = Image.new("RGBA", (400, 300), (0, 0, 0, 0))
+    rgba.paste(page.crop((60, 40, 170, 150)).convert("RGBA"), (150, 100))
+    b = describe_bytes(_encode(rgba, "PNG"))
+    blank = describe_bytes(_encode(Image.new("RGB", (50, 40), (255, 255, 255)), "PNG"))
+    assert blank.content_box[0].tolist() == [0, 0, 1000, 1000]
+    index = _descriptors({"page": _encode(page, "PNG"), "cut": _encode(rgba, "PNG")})
+    fine = [index.fine_thumbnail(index.row_of[k]) for k in ("page", "cut")]
+    assert aligned_distance(*fine) <= 3.5  # the same figure, whatever the page around it
+    left, top, right, bottom = a.content_box[0].tolist()
+    assert 230 < left < 260 and 180 < top < 210 and 700 < right < 740 and 740 < bottom < 790
+    assert a.colours[0].dtype == np.uint8 and a.colours[0].sum() > 200  # mostly one hue (green)
+
+
+def test_templated_siblings_with_real_images_stay_apart():
+    images = {"p1": _encode(_page(seed=7), "PNG"), "p2": _encode(_page(seed=8, at=(60, 40)), "PNG")}
+    index = _descriptors(images)
+    rows = [
+        _q("s1", "How many marks are on the square?", "p1", ["4", "5", "3"]),
+        _q("s2", "How many marks are on the square?", "p2", ["4", "5", "3"]),  # other image
+        _q("s3", "How many marks are on the square?", "p1", ["4", "6", "2"]),  # other options
+    ]
+    result = deduplicate(_frame(rows), index)
+    assert result.kept.height == 3 and result.duplicates.height == 0
+
+
+# ---- families: the unit of the split ---------------------------------------------------------
+
+def test_families_join_a_shared_figure_and_stem_whatever_the_options():
+    from pipelines.dedup import figure_families
+
+    page = _page(seed=11)
+    images = {"fig": _encode(page, "PNG"), "fig_scan": _rescanned(page, 5), "other": _encode(_page(seed=12, at=(30, 70), side=80), "PNG"),
+              "teal": _encode(_page((20, 150, 150), seed=11), "PNG")}
+    index = _descriptors(images)
+    rows = [
+        _q("f1", "How many marks are on the square?", "fig", ["4", "5", "3"]),
+        _q("f2", "How many marks are on the square?", "fig", ["4", "6", "2"]),  # other distractors
+        _q("f3", "how many marks are on the square", "fig_scan", ["4", "7"]),  # re-scanned figure
+        _q("f4", "What color is the square?", "fig", ["green", "red"]),  # other stem
+        _q("f5", "How many marks are on the square?", "other", ["4", "5", "3"]),  # other figure
+        _q("f6", "How many marks are on the square?", "teal", ["4", "5", "3"]),  # other colour
+        _q("f7", "How many marks are on the square?", None, None, ["fig", "other"]),  # no problem image
+    ]
+    kept = deduplicate(_frame(rows), index).kept
+    assert kept.height == 7 and kept["duplicate_group"].to_list() == kept["question_id"].to_list()
+    families = figure_families(kept, index)
+    group = dict(zip(families["source_key"].to_list(), families["duplicate_group"].to_list()))
+    qid = dict(zip(families["source_key"].to_list(), families["question_id"].to_list()))
+    assert group["f1"] == group["f2"] == group["f3"] == min(qid["f1"], qid["f2"], qid["f3"])
+    for alone in ("f4", "f5", "f6", "f7"):
+        assert group[alone] == qid[alone]
+    assert families.select("question_id", "duplicate_group").equals(
+        figure_families(kept.reverse(), index).sort("question_id").select("question_id", "duplicate_group"))
+
+
+SCEMQA = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpora" / "scemqa" / "Multiple_Choice" / "multiple_choice.json"
+
+
+def test_canonical_text_on_a_real_corpus():
+    """SceMQA (840 questions, TeX in $...$): canonical forms merge only questions that differ in
+    white space or dollar signs, and the same TeX typed another way (operators spaced,
+    \\left( \\right), x^2, \\frac ab, other delimiters) keeps its canonical form."""
+    import re
+    from collections import defaultdict
+
+    from pipelines.dedup import canonical_text
+    from pipelines.demo_site.generator import respell_tex
+    from pipelines.latex import find_tex_math
+
+    questions = [q["Question"] for rows in json.loads(SCEMQA.read_text(encoding="utf-8")).values() for q in rows]
+    assert len(questions) == 840
+    by_form = defaultdict(set)
+    for text in questions:
+        by_form[canonical_text(text)].add(text)
+    merged = [sorted(v) for v in by_form.values() if len(v) > 1]
+    assert len(by_form) >= len(set(questions)) - 10
+    for a, b in merged:
+        assert re.sub(r"[\s$]", "", a) == re.sub(r"[\s$]", "", b)
+    respelled = same = 0
+    for text in questions:
+        regions = [r for r in find_tex_math(text) if r.delimiter == "$"]
+        if text.count("$") != 2 * len(regions):
+            continue  # a dollar that is no delimiter would pair anew once the others are gone
+        out, pos = [], 0
+        for region in regions:
+            out.append(text[pos:region.start] + "\\(" + respell_tex(region.inner) + "\\)")
+            pos = region.end
+        typed = "".join(out) + text[pos:]
+        if typed != text:
+            respelled += 1
+            same += canonical_text(typed) == canonical_text(text)
+    assert respelled >= 100 and same == respelled
+
+
+def test_families_need_an_agreeing_answer():
+    """The same figure and stem cannot have two answers: look-alike figures (two number lines)
+    whose questions answer differently are two figures, however close their pictures."""
+    from pipelines.dedup import figure_families
+
+    images = {"fig": _encode(_page(seed=21), "PNG"), "scan": _rescanned(_page(seed=21), 3)}
+    index = _descriptors(images)
+    rows = [
+        _q("n1", "What number is shown?", "fig", ["7", "8", "6"], answer=0),
+        _q("n2", "What number is shown?", "scan", ["12", "7", "13"], answer=0),  # answers 12
+        _q("n3", "What number is shown?", "scan", ["7", "9"], answer=0),  # answers 7: the same figure
+    ]
+    families = figure_families(deduplicate(_frame(rows), index).kept, index)
+    group = dict(zip(families["source_key"].to_list(), families["duplicate_group"].to_list()))
+    assert group["n1"] == group["n3"] != group["n2"]
+
+
+@pytest.mark.parametrize("images_per_worker", [1, 256])  # 1: worker processes; 256: in process
+def test_batched_descriptors_equal_single_ones(tmp_path, monkeypatch, images_per_worker):
+    from pipelines.dedup import describe_bytes, image_descriptors
+
+    monkeypatch.setattr("pipelines.dedup.phash.MIN_IMAGES_PER_WORKER", images_per_worker)
+    paths = []
+    for seed in range(6):
+        fmt, ext = ("JPEG", "jpg") if seed % 2 else ("PNG", "png")
+        path = tmp_path / f"{seed}.{ext}"
+        path.write_bytes(_encode(_page(seed=seed), fmt))
+        paths.append(path)
+    batch = image_descriptors(paths, workers=2, batch=4)
+    assert batch.phash.tolist() == phash_files(paths).tolist()
+    for i, path in enumerate(paths):
+        one = describe_bytes(path.read_bytes())
+        for field in ("phash", "thumbnail", "content_phash", "content_thumbnail", "content_box", "colours"):
+            assert np.array_equal(getattr(batch, field)[i], getattr(one, field)[0]), field

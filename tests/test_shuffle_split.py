@@ -170,3 +170,100 @@ def test_chi_square_tail_matches_scipy(dof, statistic):
     from pipelines.shuffle import chi_square_sf
 
     assert chi_square_sf(statistic, dof) == pytest.approx(chi2.sf(statistic, dof), rel=1e-9, abs=1e-15)
+
+
+# ---- families, per-subject quotas, the ledger ---------------------------------------------------
+
+def family_frame(spec: list[tuple[str, str, int]], prefix: str = "q") -> pl.DataFrame:
+    """Rows for families given as (subject, skill, size): question ids q0000..., the family id is
+    its smallest question id."""
+    rows, n = [], 0
+    for subject, skill, size in spec:
+        first = f"{prefix}{n:04d}"
+        for _ in range(size):
+            rows.append({"question_id": f"{prefix}{n:04d}", "duplicate_group": first, "subject": subject, "skill": skill})
+            n += 1
+    return pl.DataFrame(rows)
+
+
+def test_every_subject_meets_its_quotas_and_skills_stay_spread():
+    from pipelines.split import proportions_by_subject
+
+    spec = [("technology", f"tech-{i}", 1) for i in range(9) for _ in range(2 + (i < 5))]  # 23 questions
+    spec += [("math", f"math-{i}", 1) for i in range(40) for _ in range(3 + i % 9)]
+    spec += [("science", f"sci-{i}", 1) for i in range(7) for _ in range(1 + i % 2)]
+    frame = family_frame(spec)
+    assert frame.filter(pl.col("subject") == "technology").height == 23
+    out, _ = assign_splits(frame, None, SplitConfig(seed=3))
+    report = {r["subject"]: r for r in proportions_by_subject(out, (0.6, 0.2, 0.2))}
+    assert all(r["ok"] for r in report.values())
+    assert report["technology"]["counts"] == report["technology"]["targets"] == {"train": 14, "valid": 5, "test": 4}
+    for subject, r in report.items():
+        assert r["counts"] == r["targets"], subject  # single-question families: exact
+    per_skill = out.group_by("skill").agg(pl.len().alias("n"), pl.col("split").n_unique().alias("splits"))
+    assert per_skill.filter(pl.col("n") >= 5)["splits"].min() == 3  # every larger skill in every split
+    shares = out.filter(pl.col("subject") == "math").group_by("skill", "split").len().pivot(
+        on="split", index="skill", values="len").fill_null(0)
+    n = shares["train"] + shares["valid"] + shares["test"]
+    assert ((shares["train"] - 0.6 * n).abs() <= 1.0).all()  # each skill within one of its share
+
+
+def test_families_never_straddle_and_subjects_stay_within_one_family():
+    from pipelines.split import proportions_by_subject
+
+    spec = [("math", f"skill-{i % 12}", 1 + (i * 7) % 4) for i in range(150)]
+    frame = family_frame(spec)
+    out, _ = assign_splits(frame, None)
+    assert leakage(out).height == 0
+    [math] = proportions_by_subject(out, (0.6, 0.2, 0.2))
+    assert math["ok"] and math["allowed"] == 4
+
+
+def test_a_growing_family_keeps_its_members_splits():
+    first = family_frame([("math", "s", 1)] * 30)
+    out1, ledger1 = assign_splits(first, None)
+    assert set(ledger1.columns) == {"question_id", "duplicate_group", "split"} and ledger1.height == 30
+    # a new question joins q0007's family and has a smaller id: the family id changes
+    grown = pl.concat([
+        first.with_columns(pl.when(pl.col("question_id") == "q0007").then(pl.lit("a0000"))
+                           .otherwise(pl.col("duplicate_group")).alias("duplicate_group")),
+        pl.DataFrame({"question_id": ["a0000"], "duplicate_group": ["a0000"], "subject": ["math"], "skill": ["s"]}),
+    ])
+    out2, ledger2 = assign_splits(grown, ledger1)
+    before = dict(zip(out1["question_id"], out1["split"]))
+    after = dict(zip(out2["question_id"], out2["split"]))
+    assert all(after[q] == s for q, s in before.items())
+    assert after["a0000"] == before["q0007"] and ledger2.height == 31
+
+
+def test_a_family_that_joins_ledgered_splits_takes_the_majority_deterministically():
+    ledger = pl.DataFrame({"question_id": ["q1", "q2", "q3", "q4", "q5"], "duplicate_group": ["q1", "q2", "q3", "q4", "q5"],
+                           "split": ["train", "test", "test", "valid", "train"]})
+    frame = pl.DataFrame({"question_id": ["q1", "q2", "q3", "q4", "q5"], "duplicate_group": ["q1", "q1", "q1", "q4", "q4"],
+                          "subject": ["math"] * 5, "skill": ["s"] * 5})
+    out, new_ledger = assign_splits(frame, ledger)
+    got = dict(zip(out["question_id"], out["split"]))
+    assert got["q1"] == got["q2"] == got["q3"] == "test"  # two of three ledgered members
+    assert got["q4"] == got["q5"] == "valid"  # a tie: the split of the smallest ledgered question id
+    assert dict(zip(new_ledger["question_id"], new_ledger["split"])) == got
+
+
+def test_an_older_ledger_without_question_ids_is_read_as_one_question_per_group():
+    old = pl.DataFrame({"duplicate_group": ["q0000", "q0001"], "split": ["test", "valid"]})
+    out, ledger = assign_splits(family_frame([("math", "s", 1)] * 5), old)
+    got = dict(zip(out["question_id"], out["split"]))
+    assert got["q0000"] == "test" and got["q0001"] == "valid"
+    assert ledger.columns == ["question_id", "duplicate_group", "split"]
+
+
+def test_figure_and_stem_leakage_ignores_families_and_notation():
+    from pipelines.split import figure_stem_leakage
+
+    frame = pl.DataFrame({
+        "question_id": ["a", "b", "c", "d"], "duplicate_group": ["a", "b", "c", "d"],
+        "problem_image": ["img1", "img1", "img1", None],
+        "problem_original": ["What is  \\( 3+4 \\)?", "what is $3 + 4$", "What is 3 + 5?", "What is 3 + 4?"],
+        "split": ["train", "test", "valid", "test"],
+    })
+    leaks = figure_stem_leakage(frame)
+    assert leaks.height == 1 and leaks["question_ids"].to_list() == [["a", "b"]]

@@ -1,18 +1,20 @@
-"""Deduplication of quiz questions by text and images, and the perceptual image hash."""
+"""Deduplication of quiz questions by text and images, question families, and the perceptual image hash."""
 
-from .dedup import DedupConfig, DedupInputError, DedupResult, deduplicate
+from .dedup import DedupConfig, DedupInputError, DedupResult, deduplicate, figure_families
 from .image_index import MultiIndexHashIndex
+from .image_match import ImageIndex, ImageMatcher, MatchRule, aligned_distance
 from .minhash import LshParams, MinHasher, band_keys, candidate_pairs, shingle_hashes
-from .normalize import math_tokens, normalize_text, question_id_of, question_identity
+from .normalize import canonical_text, math_tokens, normalize_text, question_id_of, question_identity
 from .phash import (
-    PhashError, hamming, image_signature_bytes, image_signatures, phash_bytes, phash_files, phash_image,
-    phash_many, thumbnail_distance,
+    ImageDescriptors, PhashError, describe_bytes, hamming, image_descriptors, image_signature_bytes, image_signatures,
+    phash_bytes, phash_files, phash_image, phash_many, thumbnail_distance,
 )
 
 __all__ = [
-    "DedupConfig", "DedupInputError", "DedupResult", "deduplicate", "MultiIndexHashIndex",
+    "DedupConfig", "DedupInputError", "DedupResult", "deduplicate", "figure_families", "MultiIndexHashIndex",
+    "ImageIndex", "ImageMatcher", "MatchRule", "aligned_distance",
     "LshParams", "MinHasher", "band_keys", "candidate_pairs", "shingle_hashes",
-    "math_tokens", "normalize_text", "question_id_of", "question_identity",
-    "PhashError", "hamming", "image_signature_bytes", "image_signatures", "phash_bytes", "phash_files",
-    "phash_image", "phash_many", "thumbnail_distance",
+    "canonical_text", "math_tokens", "normalize_text", "question_id_of", "question_identity",
+    "ImageDescriptors", "PhashError", "describe_bytes", "hamming", "image_descriptors", "image_signature_bytes",
+    "image_signatures", "phash_bytes", "phash_files", "phash_image", "phash_many", "thumbnail_distance",
 ]

@@ -33,6 +33,7 @@ from __future__ import annotations
 import io
 import os
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -103,12 +104,171 @@ def _pixels_of_bytes(data: bytes, fast: bool = True, name: str = "image") -> np.
         raise PhashError(f"cannot hash {name}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
 
 
-def _pixels_of_file(path: str | os.PathLike, fast: bool = True) -> np.ndarray:
+def _read(path: str | os.PathLike) -> bytes:
     try:
-        data = Path(path).read_bytes()
+        return Path(path).read_bytes()
     except OSError as exc:
         raise PhashError(f"cannot hash {path}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
-    return _pixels_of_bytes(data, fast, str(path))
+
+
+def _pixels_of_file(path: str | os.PathLike, fast: bool = True) -> np.ndarray:
+    return _pixels_of_bytes(_read(path), fast, str(path))
+
+
+# ---- content signature: the picture without its margins, in colour --------------------------
+#
+# A re-scanned, re-cropped or re-padded copy of a figure moves its content on the page, which
+# moves the 64-bit hash of the whole page by many bits. The content signature describes the
+# figure itself: the box that holds nearly all of the page's edge strength (steps between
+# neighbouring pixels, on a copy CONTENT_WORK_SIDE pixels across; page colour, faint shading
+# and scanner grain have none),
+# the perceptual hash of that box, and a 16x16 RGB thumbnail of it (colour: a green and a teal
+# square are nearly the same grey).
+
+CONTENT_WORK_SIDE = 128
+EDGE_FLOOR = 24
+EDGE_TAIL = 0.005
+CONTENT_SIDE = 16
+CONTENT_BYTES = CONTENT_SIDE * CONTENT_SIDE * 3
+
+
+def _opaque_rgb(im: Image.Image) -> Image.Image:
+    """RGB with transparent parts on white (a transparent margin is a margin)."""
+    if im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info):
+        rgba = im.convert("RGBA")
+        page = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(page, rgba).convert("RGB")
+    return im.convert("RGB")
+
+
+def content_box(rgb: np.ndarray) -> tuple[int, int, int, int]:
+    """(left, top, right, bottom) pixel bounds of the drawn content of an (h, w, 3) uint8 image.
+
+    Edge strength is the largest step in any colour channel to the next pixel, less
+    EDGE_FLOOR (page shading and scanner grain stay below it); the box holds all but
+    EDGE_TAIL of the strength on each side, so a faint detail at the border of the content
+    (a pale map background) moves it little. The whole image when there is no edge."""
+    a = rgb.astype(np.int16)
+    h, w = a.shape[:2]
+    strength = np.zeros((h, w), dtype=np.float64)
+    if w > 1:
+        dx = np.abs(np.diff(a, axis=1)).max(axis=2)
+        strength[:, 1:] += dx
+        strength[:, :-1] += dx
+    if h > 1:
+        dy = np.abs(np.diff(a, axis=0)).max(axis=2)
+        strength[1:, :] += dy
+        strength[:-1, :] += dy
+    strength = np.maximum(strength - 2 * EDGE_FLOOR, 0.0)
+    total = strength.sum()
+    if total <= 0:
+        return 0, 0, w, h
+
+    def bounds(mass: np.ndarray) -> tuple[int, int]:
+        cumulative = np.cumsum(mass) / total
+        lo = int(np.searchsorted(cumulative, EDGE_TAIL, side="right"))
+        hi = int(np.searchsorted(cumulative, 1.0 - EDGE_TAIL, side="left")) + 1
+        return lo, max(hi, lo + 1)
+
+    left, right = bounds(strength.sum(axis=0))
+    top, bottom = bounds(strength.sum(axis=1))
+    return left, top, right, bottom
+
+
+COLOUR_BINS = 16
+COLOUR_SIDE = 48
+COLOUR_SATURATION = 48   # max - min channel: below it a pixel is grey (paper, ink, shading)
+COLOUR_FLOOR = 0.03      # the histogram's mass is the coloured share of the page, or this
+
+
+def colour_histogram(rgb: np.ndarray) -> np.ndarray:
+    """(COLOUR_BINS,) float64: the coloured pixels of an (h, w, 3) image by hue (soft bins), as a
+    share of the coloured pixels, or of COLOUR_FLOOR of all pixels when fewer are coloured (a
+    few JPEG-tinted pixels do not make a colour). Colours of the same grey have other hues (red,
+    blue, purple, brown; green, teal; pink, orange); colours of the same hue have other greys."""
+    a = rgb.reshape(-1, 3).astype(np.float64)
+    top, low = a.max(axis=1), a.min(axis=1)
+    saturation = top - low
+    coloured = saturation >= COLOUR_SATURATION
+    out = np.zeros(COLOUR_BINS, dtype=np.float64)
+    mass = max(int(coloured.sum()), COLOUR_FLOOR * len(a))
+    a, top, saturation = a[coloured], top[coloured], saturation[coloured]
+    if len(a):
+        r, g, b = a.T
+        hue = np.where(top == r, ((g - b) / saturation) % 6, np.where(top == g, (b - r) / saturation + 2,
+                                                                        (r - g) / saturation + 4)) / 6.0
+        position = hue * COLOUR_BINS - 0.5
+        lower = np.floor(position).astype(np.int64)
+        weight = position - lower
+        np.add.at(out, lower % COLOUR_BINS, 1.0 - weight)
+        np.add.at(out, (lower + 1) % COLOUR_BINS, weight)
+    return out / mass
+
+
+def _content_of_image(im: Image.Image) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(32x32 grey hash input of the content, 16x16x3 RGB thumbnail of it, box in permille of
+    the page as uint16 [left, top, right, bottom], colour histogram of the page as uint8).
+
+    The box is found on a copy reduced by a whole factor to about CONTENT_WORK_SIDE pixels
+    across; the content is cut from the image itself, so that its pixels do not depend on the
+    size of the page around it."""
+    full = _opaque_rgb(im)
+    factor = max(1, min(full.size) // CONTENT_WORK_SIDE)
+    work = full.reduce(factor) if factor > 1 else full  # whole pixels: a padded copy has the same box
+    scale = 1.0 / factor
+    w, h = work.size
+    pixels = np.asarray(work)
+    left, top, right, bottom = content_box(pixels)
+    box = np.array([round(1000 * left / w), round(1000 * top / h), round(1000 * right / w), round(1000 * bottom / h)],
+                   dtype=np.uint16)
+    # the box on the image itself; square, content centred, so that a thin figure is not
+    # stretched (a pixel of box error would move a whole thumbnail row)
+    x0, y0 = int(left / scale), int(top / scale)
+    x1, y1 = min(full.width, max(x0 + 1, round(right / scale))), min(full.height, max(y0 + 1, round(bottom / scale)))
+    side = max(x1 - x0, y1 - y0)
+    ring = np.concatenate([pixels[0], pixels[-1], pixels[:, 0], pixels[:, -1]])
+    paper = tuple(int(v) for v in np.median(ring, axis=0))
+    crop = Image.new("RGB", (side, side), paper)
+    crop.paste(full.crop((x0, y0, x1, y1)), ((side - x1 + x0) // 2, (side - y1 + y0) // 2))
+    gray = np.asarray(crop.convert("L").resize((IMG_SIZE, IMG_SIZE), Image.Resampling.LANCZOS, reducing_gap=2.0),
+                      dtype=np.uint8)
+    thumb = np.asarray(crop.resize((CONTENT_SIDE, CONTENT_SIDE), Image.Resampling.BOX, reducing_gap=2.0),
+                       dtype=np.uint8)
+    colours = colour_histogram(np.asarray(work.resize((COLOUR_SIDE, COLOUR_SIDE), Image.Resampling.BOX)))
+    return gray, thumb, box, np.clip(np.rint(colours * 255), 0, 255).astype(np.uint8)
+
+
+def _described_bytes(data: bytes, fast: bool = True, name: str = "image"):
+    """(32x32 hash input of the page, 32x32 hash input of the content, content RGB thumbnail,
+    content box) of encoded image bytes."""
+    try:
+        decoded = _png_via_spng(data)
+        if decoded is not None:
+            return (_small_gray(decoded, fast), *_content_of_image(decoded))
+        with Image.open(io.BytesIO(data)) as im:
+            page = _small_gray(im, fast)
+        with Image.open(io.BytesIO(data)) as im:
+            if fast and im.format == "JPEG":
+                im.draft("RGB", (CONTENT_WORK_SIDE, CONTENT_WORK_SIDE))
+            return (page, *_content_of_image(im))
+    except PhashError:
+        raise
+    except Exception as exc:  # Pillow raises many types for corrupt data
+        raise PhashError(f"cannot hash {name}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+
+
+def _descriptors_of_slice(items: Sequence, from_files: bool, fast: bool):
+    n = len(items)
+    page = np.empty((n, IMG_SIZE, IMG_SIZE), dtype=np.uint8)
+    content = np.empty((n, IMG_SIZE, IMG_SIZE), dtype=np.uint8)
+    thumbs = np.empty((n, CONTENT_SIDE, CONTENT_SIDE, 3), dtype=np.uint8)
+    boxes = np.empty((n, 4), dtype=np.uint16)
+    colours = np.empty((n, COLOUR_BINS), dtype=np.uint8)
+    for i, item in enumerate(items):
+        data = _read(item) if from_files else item
+        page[i], content[i], thumbs[i], boxes[i], colours[i] = _described_bytes(
+            data, fast, str(item) if from_files else "image")
+    return page, content, thumbs, boxes, colours
 
 
 def hashes_of_pixels(pixels: np.ndarray) -> np.ndarray:
@@ -195,6 +355,63 @@ def _batched(items: Sequence, from_files: bool, workers: int | None, fast: bool,
             if thumbs is not None:
                 thumbs[start : start + len(chunk)] = thumbnails_of_pixels(pixels)
     return (out, thumbs) if thumbnails else out
+
+
+@dataclass(frozen=True)
+class ImageDescriptors:
+    """Per image (same order as the input): the page's 64-bit hash and 16x16 grey thumbnail,
+    the content's 64-bit hash, 16x16 RGB thumbnail (768 bytes) and box (permille of the page),
+    and the page's colour histogram."""
+
+    phash: np.ndarray              # (n,) uint64
+    thumbnail: np.ndarray          # (n, 256) uint8
+    content_phash: np.ndarray      # (n,) uint64
+    content_thumbnail: np.ndarray  # (n, 768) uint8
+    content_box: np.ndarray        # (n, 4) uint16
+    colours: np.ndarray            # (n, COLOUR_BINS) uint8: colour histogram, 255 = the whole mass
+
+
+def _described(items: Sequence, from_files: bool, workers: int | None, fast: bool, batch: int) -> ImageDescriptors:
+    n = len(items)
+    out = ImageDescriptors(
+        np.empty(n, dtype=np.uint64), np.empty((n, THUMB_BYTES), dtype=np.uint8), np.empty(n, dtype=np.uint64),
+        np.empty((n, CONTENT_BYTES), dtype=np.uint8), np.empty((n, 4), dtype=np.uint16),
+        np.empty((n, COLOUR_BINS), dtype=np.uint8),
+    )
+    if workers is not None:
+        workers = min(workers, n // MIN_IMAGES_PER_WORKER)
+    workers = worker_count(n, MIN_IMAGES_PER_WORKER, workers)
+    with ExitStack() as stack:
+        pool = stack.enter_context(forked_pool(workers)) if workers > 1 else None
+        for start in range(0, n, batch):
+            chunk = items[start : start + batch]
+            if pool is None:
+                parts = [_descriptors_of_slice(chunk, from_files, fast)]
+            else:
+                slices = contiguous_slices(chunk, workers)
+                parts = list(pool.map(_descriptors_of_slice, slices, [from_files] * len(slices), [fast] * len(slices)))
+            page, content, thumbs, boxes, colours = (np.concatenate([p[k] for p in parts]) for k in range(5))
+            end = start + len(chunk)
+            out.phash[start:end] = hashes_of_pixels(page)
+            out.thumbnail[start:end] = thumbnails_of_pixels(page)
+            out.content_phash[start:end] = hashes_of_pixels(content)
+            out.content_thumbnail[start:end] = thumbs.reshape(len(chunk), CONTENT_BYTES)
+            out.content_box[start:end] = boxes
+            out.colours[start:end] = colours
+    return out
+
+
+def image_descriptors(
+    paths: Iterable[str | os.PathLike], workers: int | None = None, fast: bool = True, batch: int = 8192
+) -> ImageDescriptors:
+    """Page and content signatures of image files, one decode each (two for JPEG on the fast
+    path: the page hash decodes grey at reduced scale, as ``phash_files`` does)."""
+    return _described([str(p) for p in paths], True, workers, fast, batch)
+
+
+def describe_bytes(data: bytes, fast: bool = True) -> ImageDescriptors:
+    """``image_descriptors`` of one encoded image held in memory."""
+    return _described([data], False, 1, fast, 1)
 
 
 def image_signatures(

@@ -3,7 +3,8 @@
 Each drawing shows what its question asks (how many objects, where the hands of the clock
 are, which pole faces which, which lamp is lit...), so a model that sees the image can
 answer and a model that reads only the text cannot. ``render(spec)`` encodes it as PNG,
-or JPEG (quality 80) for the ``jpeg`` variant, or PNG at 3/4 scale for ``resize``.
+or JPEG (quality 80) for the ``jpeg`` variant, or PNG at 3/4 scale for ``resize``, or a
+JPEG of the page printed and scanned again for ``rescan``.
 """
 
 from __future__ import annotations
@@ -965,6 +966,19 @@ def k_network(p):
     return im
 
 
+def k_labelled_figures(p):
+    """A row of figures, each with its label under it: the options of the question are
+    these labels, so the picture alone says which figure each option is."""
+    shapes, labels, color, seed = p
+    rng = Rng(seed)
+    im, d = _canvas(90 * len(shapes), 130)
+    for j, (shape, label) in enumerate(zip(shapes, labels)):
+        cx = 90 * j + 45
+        draw_figure(d, shape, cx + rng.randint(-4, 4), 52 + rng.randint(-4, 4), 30, RGB[color], rng.random() * 0.6)
+        _text_c(d, (cx, 112), label, 16)
+    return im
+
+
 KINDS = {
     "objects": k_objects, "two_groups": k_two_groups, "shape": k_shape, "fraction": k_fraction, "bars": k_bars,
     "clock": k_clock, "numberline": k_numberline, "array": k_array, "angle": k_angle, "triangle": k_triangle,
@@ -975,6 +989,7 @@ KINDS = {
     "circuit": k_circuit, "balance": k_balance, "map": k_map, "cars": k_cars, "gears": k_gears,
     "bridges": k_bridges, "keys": k_keys, "fileicon": k_fileicon, "gate": k_gate, "leds": k_leds,
     "flowshape": k_flowshape, "network": k_network,
+    "labelled_figures": k_labelled_figures,
 }
 
 
@@ -1034,11 +1049,39 @@ def _seed_of(spec: ImageSpec) -> int:
     return int(spec.content_key, 16)
 
 
+RESCAN_SCALE = (0.92, 1.08)
+RESCAN_SIDE = (-0.03, 0.04)  # per side, as a share of the page: cut (negative) or widened
+RESCAN_GRAIN = 3.0           # standard deviation of the scanner's noise, grey levels
+RESCAN_QUALITY = 72
+
+
+def rescan(page: Image.Image, seed: int) -> Image.Image:
+    """The page printed and scanned again: rescaled a little, each margin cut or widened a
+    little (the paper goes on: a widened margin repeats the page's edge), with grain.
+    Deterministic from ``seed``."""
+    import numpy as np
+
+    rng = Rng(seed ^ 0x5CA1AB1E)
+    scale = RESCAN_SCALE[0] + (RESCAN_SCALE[1] - RESCAN_SCALE[0]) * rng.random()
+    im = page.resize((max(8, round(page.width * scale)), max(8, round(page.height * scale))), Image.BILINEAR)
+    w, h = im.size
+    lo, hi = RESCAN_SIDE
+    left, top, right, bottom = (round((lo + (hi - lo) * rng.random()) * (w if k % 2 == 0 else h)) for k in range(4))
+    pixels = np.asarray(im, dtype=np.float64)
+    pixels = pixels[max(0, -top): h - max(0, -bottom), max(0, -left): w - max(0, -right)]
+    pad = ((max(0, top), max(0, bottom)), (max(0, left), max(0, right)), (0, 0))
+    pixels = np.pad(pixels, pad, mode="edge")
+    grain = np.random.default_rng(rng.next()).normal(0.0, RESCAN_GRAIN, pixels.shape)
+    return Image.fromarray(np.clip(pixels + grain, 0, 255).round().astype(np.uint8))
+
+
 def render(spec: ImageSpec) -> bytes:
     im = stage(draw(spec), _seed_of(spec))
     buf = io.BytesIO()
     if spec.variant == "jpeg":
         im.save(buf, "JPEG", quality=80)
+    elif spec.variant == "rescan":
+        rescan(im, _seed_of(spec)).save(buf, "JPEG", quality=RESCAN_QUALITY)
     elif spec.variant == "resize":
         im = im.resize((max(1, im.width * 3 // 4), max(1, im.height * 3 // 4)), Image.LANCZOS)
         im.save(buf, "PNG", compress_level=3)

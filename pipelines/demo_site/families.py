@@ -7,7 +7,8 @@ image; or same text and image, other options) by swapping one generator.
 
 Problem and option texts are built from segments: a ``str`` is prose (no math), a
 ``(unicode, latex)`` pair is one maximal formula span as a web page writes it and its
-Mathpix-style LaTeX (without the ``\\( \\)`` delimiters).
+Mathpix-style LaTeX (without the ``\\( \\)`` delimiters). A page may already write a formula
+in TeX (``tex``: ``$latex$`` or ``\\( latex \\)``); its pair is (that text, the TeX inside).
 
 Every image spec carries a 32-bit ``seed`` drawn from ``c`` so that two questions never
 share an image by accident: two questions are duplicates only when the generator says so.
@@ -48,6 +49,9 @@ class Content:
     answer: int
     tags: Tags
     tkey: str             # text template id within the family
+    # "shuffled", or "kept-order:<reason>" when the options only read right in this order
+    # (labels of figures drawn in the picture; an option referring to the others)
+    option_order: str = "shuffled"
 
 
 def compose(segs) -> tuple[str, str, tuple]:
@@ -773,6 +777,67 @@ def fam_topology(t, c, o, sk, k):
     return Content(segs, image, options, ans, Tags((DIA,), (STR, IDN), GRA), "topology")
 
 
+# ---- options whose order carries meaning (a shuffle must keep it) ---------------------
+
+def _a(noun: str) -> str:
+    return ("an " if noun[0] in "aeiou" else "a ") + noun
+
+
+FIGURE_LABELS = "kept-order:figure-labels"
+REFERS_TO_OPTIONS = "kept-order:refers-to-options"
+# how a page writes the label of option j: the picture shows the same labels
+LABEL_STYLES = (("{L}", "{L}"), ("({L})", "({L})"), ("{L}.", "{L}"), ("({l})", "({l})"))
+
+
+def fam_figure_labels(t, c, o, sk, k):
+    """The options are only the labels A, B, C... of figures drawn in the picture."""
+    pool = FLAT_SHAPES[: 4 + min(sk.level, 3) * 2]
+    target = t.choice(pool)
+    option_style, picture_style = LABEL_STYLES[t.below(len(LABEL_STYLES))]
+    letters = "ABCDE"[:k]
+    shapes = c.sample([s for s in pool if s != target], k - 1)
+    answer = c.below(k)
+    shapes.insert(answer, target)
+    drawn = tuple(picture_style.format(L=x, l=x.lower()) for x in letters)
+    image = ImageSpec("labelled_figures", (tuple(shapes), drawn, c.choice(COLORS), c.seed32()))
+    tv = t.below(2)
+    segs = [f"Which figure is {_a(target)}?"] if tv == 0 else [f"Look at the labelled figures. Which one is {_a(target)}?"]
+    options = [opt(option_style.format(L=x, l=x.lower())) for x in letters]
+    return Content(segs, image, options, answer, Tags((SHP,), (IDN,), GRA), f"labels{tv}", FIGURE_LABELS)
+
+
+FACT_SHAPES = {"triangle": 3, "square": 4, "rectangle": 4, "pentagon": 5, "hexagon": 6, "octagon": 8}
+
+
+def fam_shape_facts(t, c, o, sk, k):
+    """The last option refers to the others: "All of the above", "None of these", "Both A and B"."""
+    k = max(k, 3)
+    shape = c.choice(tuple(FACT_SHAPES))
+    n = FACT_SHAPES[shape]
+    image = ImageSpec("shape", (shape, c.choice(COLORS), c.seed32()))
+    wrong_n = [m for m in (3, 4, 5, 6, 8) if m != n]
+    true_facts = [f"It has {n} sides.", f"It has {n} corners.", f"It is {_a(shape)}."]
+    false_facts = [f"It has {o.choice(wrong_n)} sides.", f"It has {o.choice(wrong_n)} corners.",
+                   f"It is {_a(o.choice([s for s in FACT_SHAPES if FACT_SHAPES[s] != n]))}."]
+    segs = ["Which is true about the shape?"] if t.below(2) == 0 else ["Look at the shape. Which statement is true?"]
+    case = c.below(3)
+    if case == 0:  # every statement is true: the reference is the answer
+        facts = o.sample(true_facts, k - 1)
+        last = "Both A and B" if k == 3 and o.below(2) else o.choice(("All of the above", "All of these"))
+        options, answer = facts + [last], k - 1
+    elif case == 1:  # no statement is true
+        facts = o.sample(false_facts, k - 1)
+        options, answer = facts + [o.choice(("None of the above", "None of these"))], k - 1
+    else:  # one true statement; the reference is a distractor
+        facts = [o.choice(true_facts)] + o.sample(false_facts, k - 2)
+        order = list(range(k - 1))
+        o.shuffle(order)
+        options = [facts[j] for j in order] + [o.choice(("All of the above", "None of the above"))]
+        answer = order.index(0)
+    return Content(segs, image, [opt(x) for x in options], answer, Tags((SHP, NUM), (FEA, QTY), REA), "facts",
+                   REFERS_TO_OPTIONS)
+
+
 # ---- text-only questions (planted: the pipeline must exclude them) ---------------------
 
 
@@ -807,6 +872,128 @@ def text_only(subject: str, t: Rng, c: Rng, o: Rng, k: int) -> Content:
     return Content(segs, None, options, ans, Tags((SYM,), (IDN,), REC), "text-only")
 
 
+# ---- TeX math already on the page (MathJax sites), and prices in dollars -----------------
+
+
+def tex(latex: str, dollars: bool):
+    """Math a page already writes in TeX, as a MathJax site publishes it: ``$latex$`` or
+    ``\\( latex \\)``. Its correct conversion keeps the TeX byte for byte as ``\\( latex \\)``."""
+    return (f"${latex}$" if dollars else f"\\( {latex} \\)", latex)
+
+
+UNIT_PRICES = ("4.50", "2.25", "1.50", "3.75", "0.80")
+
+
+def fam_tex_on_page(t, c, o, sk, k):
+    dollars = t.below(2) == 0
+    tv = t.below(3)
+    if tv == 0:
+        # "r \cdot q +1 = n": an operator command next to spaced ASCII operators
+        r, q = t.randint(2, 5 + sk.level), t.randint(2, 6 + sk.level)
+        image = ImageSpec("array", (r, q, c.choice(COLORS), c.seed32()))
+        segs = ["The array has ", tex(str(r), dollars), " rows and ", tex(str(q), dollars),
+                " columns. One more dot is added. Which number sentence gives the number of dots?"]
+
+        def sentence(a, b):
+            return [tex(f"{a} \\cdot {b} +1 = {a * b + 1}", dollars)]
+
+        wrong = [sentence(r, q + 1), sentence(r + 1, q), [tex(f"{r} + {q} +1 = {r + q + 1}", dollars)],
+                 [tex(f"{r} \\cdot {q} = {r * q}", dollars)]]
+        options, ans = place(o, sentence(r, q), o.sample(wrong, k - 1), k)
+        tags = Tags((SHP, SYM, NUM), (QTY, STR), REA)
+    elif tv == 1:
+        # "2 a+2 b" (a coefficient glued to a variable) and "(a+b)^{2}", with Unicode math in the prose
+        w, h = t.randint(2, 6 + sk.level), t.randint(2, 5 + sk.level)
+        image = ImageSpec("grid_rect", (w, h, c.choice(COLORS), c.seed32()))
+        segs = ["The shaded rectangle measures ", (f"{w} \u00d7 {h}", f"{w} \\times {h}"), " units, so ",
+                tex(f"a={w}", dollars), " and ", tex(f"b={h}", dollars), ". Which expression gives its perimeter?"]
+        wrong = [[tex("a b", dollars)], [tex("a+b", dollars)], [tex("(a+b)^{2}", dollars)], [tex("4 a+b", dollars)]]
+        options, ans = place(o, [tex("2 a+2 b", dollars)], o.sample(wrong, k - 1), k)
+        tags = Tags((SHP, SYM, NUM), (QTY, STR), REA)
+    else:
+        # prices in dollars next to dollar-delimited math: the prices stay prose
+        fruits = ("apples", "pears", "plums", "peaches", "lemons")
+        labels = fruits[: max(k, 3)]
+        # drawn from t: bar graphs that differ only in bar heights can look alike, so no templated
+        # sibling gets another graph
+        values = t.sample(range(1, 11), len(labels))
+        j = t.below(len(labels))
+        price = t.choice(UNIT_PRICES)
+        name = t.choice(NAMES)
+        image = ImageSpec("bars", ("Fruit bought", tuple(labels), tuple(values), c.choice(COLORS), c.seed32()))
+        segs = [f"{labels[j].capitalize()} cost ${price} each. The bar graph shows how many pieces of fruit {name} bought. "
+                "If ", tex("n", True), f" is the number of {labels[j]}, ", tex(f"c = {price} n", True),
+                f" is their cost in dollars. How much did {name} pay for the {labels[j]}?"]
+        cents = round(float(price) * 100)
+
+        def dollars_text(count):
+            return opt(f"${count * cents // 100}.{count * cents % 100:02d}")
+
+        n = values[j]
+        options, ans = place(o, dollars_text(n), [dollars_text(m) for m in near_ints(o, n, k - 1, 1, 14, 3)], k)
+        tags = Tags((DIA, NUM, SYM), (QTY,), REA)
+        dollars = True
+    return Content(segs, image, options, ans, tags, f"tex{tv}" + ("-dollars" if dollars else ""))
+
+
+# ---- hard cases for dedup: colour that grey cannot see, fractions typed in TeX ---------------
+
+
+def fam_colours(t, c, o, sk, k):
+    """Questions about colour. Their templated siblings swap two colours in the words and the
+    pictures (``Family.colour_variants``): a green and a teal square are nearly the same grey."""
+    shape = t.choice(FLAT_SHAPES[:6])
+    tv = t.below(2)
+    if tv == 0:
+        colour = t.choice(COLORS)
+        segs = [f"Select the {shape} that is {colour}."]
+        others = c.sample([x for x in COLORS if x != colour], k - 1)
+        imgs = [ImageSpec("shape", (shape, x, c.seed32())) for x in [colour] + others]
+        options, ans = place(o, imgs[0], imgs[1:], k)
+        return Content(segs, None, options, ans, Tags((SHP,), (FEA,), GRA), "colour0")
+    colour = c.choice(COLORS)
+    image = ImageSpec("shape", (shape, colour, c.seed32()))
+    segs = [f"What color is the {shape}?"]
+    wrong = c.sample([x for x in COLORS if x != colour], k - 1)
+    options, ans = place(o, opt(colour), [opt(x) for x in wrong], k)
+    return Content(segs, image, options, ans, Tags((SHP,), (FEA,), REC), "colour1")
+
+
+def fam_tex_fractions(t, c, o, sk, k):
+    """A fraction model with its options typed in TeX on the page (``\\frac{n}{d}``)."""
+    from fractions import Fraction
+
+    d = c.randint(3, 8 + 2 * min(sk.level, 2))
+    n = c.randint(1, d - 1)
+    image = ImageSpec("fraction", (c.choice(("circle", "rectangle")), d, n, c.choice(COLORS), c.seed32()))
+    dollars = t.below(2) == 0
+    tv = t.below(2)
+
+    def frac_tex(a, b):
+        return f"\\frac{{{a}}}{{{b}}}"
+
+    cands = [(Fraction(n, d), frac_tex(n, d)), (Fraction(d - n, d), frac_tex(d - n, d)),
+             (Fraction(n, d + 1), frac_tex(n, d + 1)), (Fraction(n + 1, d), frac_tex(f"{n} + 1", d)),
+             (1 - Fraction(n, d), f"1 - {frac_tex(n, d)}"), (Fraction(d, n), frac_tex(d, n)),
+             (Fraction(n, d) / 2, f"\\frac{{1}}{{2}} \\cdot {frac_tex(n, d)}")]
+    parts = f"The shape is cut into {d} equal parts. "
+    if tv == 0:
+        segs = [parts + "Which expression gives the shaded part of the shape?"]
+        value, correct = cands[0]
+        others = cands[1:]
+    else:
+        segs = [parts + "Which expression gives the part of the shape that is not shaded?"]
+        value, correct = cands[4]
+        others = cands[:4] + cands[5:]
+    wrong, seen = [], {value}
+    for v, x in o.sample(others, len(others)):
+        if v not in seen:
+            seen.add(v)
+            wrong.append([tex(x, dollars)])
+    options, ans = place(o, [tex(correct, dollars)], wrong[: k - 1], k)
+    return Content(segs, image, options, ans, Tags((SHP, NUM, SYM), (QTY, STR), GRA), f"texfrac{tv}")
+
+
 # ---- the catalog: families -> skills --------------------------------------------------
 
 
@@ -819,6 +1006,7 @@ class Family:
     stems: tuple[str, ...]     # skill slug stems
     kdist: tuple               # ((number of options, weight), ...)
     fixed_k: int | None = None
+    colour_variants: bool = False  # templated siblings may swap colours in the words and the pictures
 
 
 MATH_K = ((2, 0.34), (3, 0.52), (4, 0.14))
@@ -841,12 +1029,13 @@ FAMILIES: tuple[Family, ...] = (
     Family("clocks", "math", fam_read_clock, ("grade-1", "grade-2", "grade-3"), ("read-clocks", "tell-time", "read-analog-clocks", "match-analog-clocks-and-times"), MATH_K),
     Family("number-lines", "math", fam_number_line, ("grade-1", "grade-2", "grade-3", "grade-6", "grade-7"), ("number-lines", "numbers-on-number-lines", "integers-on-number-lines", "graph-numbers-on-number-lines"), MATH_K),
     Family("arrays", "math", fam_array_multiplication, ("grade-2", "grade-3", "grade-4"), ("multiplication-sentences-for-arrays", "arrays", "multiply-using-arrays", "write-multiplication-sentences-for-arrays"), MATH_K),
+    Family("tex-on-page", "math", fam_tex_on_page, ("grade-5", "grade-6", "grade-7", "algebra-1"), ("write-variable-expressions-for-models", "number-sentences-with-variables", "unit-price-word-problems", "evaluate-expressions-from-graphs"), MATH_K),
     Family("angles", "math", fam_measure_angle, ("grade-4", "grade-5", "grade-6", "grade-7", "geometry"), ("measure-angles", "classify-angles", "angles", "name-and-measure-angles"), MATH_K),
     Family("triangle-angles", "math", fam_triangle_angles, ("grade-7", "grade-8", "geometry"), ("find-missing-angles-in-triangles", "triangle-angle-sum", "angle-measures-in-triangles"), MATH_K),
     Family("area-perimeter", "math", fam_area_grid, ("grade-3", "grade-4", "grade-5", "grade-6"), ("area-of-rectangles", "perimeter-of-rectangles", "area-and-perimeter", "count-unit-squares-to-find-area"), MATH_K),
     Family("linear-graphs", "math", fam_linear_graph, ("grade-8", "algebra-1", "algebra-2", "precalculus"), ("graph-a-line-from-an-equation", "identify-graphs-of-linear-equations", "slope-intercept-form-graph", "write-an-equation-from-a-graph"), MATH_K),
     Family("coordinate-plane", "math", fam_coordinate_point, ("grade-5", "grade-6", "grade-7", "grade-8"), ("objects-on-a-coordinate-plane", "coordinate-plane", "graph-points-on-a-coordinate-plane", "quadrants"), MATH_K),
-    Family("probability", "math", fam_spinner, ("grade-6", "grade-7", "grade-8", "algebra-2"), ("probability-of-simple-events", "spinner-probability", "find-probabilities", "theoretical-probability"), MATH_K),
+    Family("probability", "math", fam_spinner, ("grade-6", "grade-7", "grade-8", "algebra-2"), ("probability-of-simple-events", "spinner-probability", "find-probabilities", "theoretical-probability"), MATH_K, colour_variants=True),
     Family("patterns", "math", fam_pattern, EARLY, ("complete-a-pattern", "repeating-patterns", "find-the-next-shape-in-a-pattern", "growing-patterns"), MATH_K),
     Family("inequalities", "math", fam_inequality, ("grade-6", "grade-7", "grade-8", "algebra-1"), ("graph-inequalities-on-number-lines", "inequalities-on-number-lines", "solutions-to-inequalities", "write-inequalities-from-number-lines"), MATH_K),
     Family("squares-and-roots", "math", fam_square_root, ("grade-6", "grade-7", "grade-8", "algebra-1"), ("square-roots-using-models", "squares-and-square-roots", "perfect-squares", "exponents-with-models"), MATH_K),
@@ -882,6 +1071,12 @@ FAMILIES: tuple[Family, ...] = (
     Family("tech-binary", "technology", fam_binary, (None,), ("binary-numbers",), TECH_K),
     Family("tech-flowcharts", "technology", fam_flowchart, (None,), ("flowchart-symbols",), TECH_K),
     Family("tech-networks", "technology", fam_topology, (None,), ("network-topologies",), TECH_K),
+    # math, options in a fixed order: figure labels, options that refer to the others
+    Family("figure-labels", "math", fam_figure_labels, EARLY, ("which-figure-is-it", "identify-labelled-figures", "find-the-labelled-shape"), MATH_K),
+    Family("shape-facts", "math", fam_shape_facts, ("grade-1", "grade-2", "grade-3"), ("facts-about-shapes", "true-statements-about-shapes", "sides-and-corners-of-shapes"), MATH_K),
+    # math, hard cases for dedup: colour variants, fractions typed in TeX
+    Family("colors", "math", fam_colours, EARLY, ("identify-colors", "shapes-and-colors", "select-shapes-by-color"), MATH_K, colour_variants=True),
+    Family("tex-fractions", "math", fam_tex_fractions, ("grade-3", "grade-4", "grade-5"), ("fraction-expressions-for-models", "write-fractions-for-shaded-parts", "fractions-not-shaded"), MATH_K),
 )
 
 PROPROFS_SKILLS = ("computer-hardware", "input-and-output-devices", "keyboard-shortcuts", "file-types-and-extensions", "storage-devices")

@@ -23,11 +23,20 @@ Planted problems, per base index, decided by a hash of (seed, index) (rates belo
 - ``exact``: the same question (text, images, options, order) on another URL; ``dup_of``
   names the original, an earlier ``normal`` question of the same skill.
 - ``near``: the original with one change (``near_variant``): ``jpeg`` / ``resize`` (image
-  re-encoded / scaled), ``whitespace``, ``case``, ``nbsp``, ``zero_width``, ``nfd`` (Unicode
-  decomposition of the prose), ``option_order`` (same options, another order).
+  re-encoded / scaled), ``rescan`` (the page printed and scanned again: rescaled, margins cut or
+  widened, grain, JPEG; text options in another order), ``whitespace``, ``case``, ``nbsp``,
+  ``zero_width``, ``nfd`` (Unicode decomposition of the prose), ``option_order`` (same options,
+  another order), ``tex_spacing`` (TeX on the page typed another way: operator spacing,
+  ``\\left( \\right)``, ``\\frac ab``, ``x^2``, ``$ $`` / ``\\( \\)``), ``label_punct`` (figure-label
+  options punctuated another way: ``A`` / ``(A)`` / ``A.``).
 - ``template``: NOT a duplicate: the same text as ``template_of`` with a different image
   (``template_change='image'``) or the same text and image with different options
-  (``'options'``). Normal questions of one family share texts too (``family`` says which).
+  (``'options'``; the same answer: such siblings must share a split), or, in families with
+  ``colour_variants``, two colours swapped in the words and the pictures (``'colour'``: the
+  text differs in one colour word, or not at all when only the options name colours, and the
+  pictures differ only in colour). Normal questions of one family share texts too (``family``
+  says which). Families in ``NEAR_BOOST`` / ``TEMPLATE_BOOST`` plant near copies / siblings
+  that many times more often.
 - ``text_only``: text question with text options (the pipeline must exclude it).
 - ``normal``: everything else.
 
@@ -43,6 +52,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import re
 import unicodedata
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -68,7 +78,12 @@ EDIT_RATE = 0.02
 OVERSIZED_WEIGHT = 6.0
 BASE_DATE = date(2026, 1, 5)
 
-NEAR_VARIANTS = ("jpeg", "resize", "whitespace", "case", "nbsp", "zero_width", "nfd", "option_order")
+NEAR_VARIANTS = ("jpeg", "resize", "rescan", "whitespace", "case", "nbsp", "zero_width", "nfd", "option_order",
+                 "tex_spacing", "label_punct")
+# families built as hard cases for dedup plant near copies (TeX typed another way, labels
+# punctuated another way) or templated siblings (colour variants) that many times more often
+NEAR_BOOST = {"tex-fractions": 5.0, "tex-on-page": 3.0, "figure-labels": 6.0}
+TEMPLATE_BOOST = {"colors": 4.0, "probability": 2.0}
 
 
 @dataclass(frozen=True)
@@ -130,6 +145,7 @@ class DemoQuestion:
     version: int                        # number of edits so far
     lastmod: str                        # YYYY-MM-DD
     image_alts: tuple = field(default=())  # alt of the problem image (if any), then of each option image
+    option_order: str = "shuffled"      # or "kept-order:<reason>": the options only read right in this order
 
     @property
     def dup_group(self) -> str | None:
@@ -253,6 +269,7 @@ class DemoSite:
         self._nonempty = [s for s in skills if s.count > 0]
         self._nonempty_starts = [s.start for s in self._nonempty]
         self._family = [FAMILY_BY_NAME[s.family] for s in self._nonempty]
+        self._boost = [(NEAR_BOOST.get(f.name, 1.0), TEMPLATE_BOOST.get(f.name, 1.0)) for f in self._family]
         self.added_per_revision = max(1, round(n * ADD_RATE))
         self.num_indices = n + config.revision * self.added_per_revision
         self._skill_by_key = {(s.subject, s.grade, s.skill): s for s in skills}
@@ -357,13 +374,15 @@ class DemoSite:
     def _raw_role(self, i: int, digest: bytes | None = None) -> str:
         d = digest or self._digest(i)
         u = int.from_bytes(d[:7], "little") / 72057594037927936.0
+        near_boost, template_boost = self._boost[self._skill_slot(i)]
+        near, template = NEAR_RATE * near_boost, TEMPLATE_RATE * template_boost
         if u < EXACT_RATE:
             return "exact"
-        if u < EXACT_RATE + NEAR_RATE:
+        if u < EXACT_RATE + near:
             return "near"
-        if u < EXACT_RATE + NEAR_RATE + TEMPLATE_RATE:
+        if u < EXACT_RATE + near + template:
             return "template"
-        if u < EXACT_RATE + NEAR_RATE + TEMPLATE_RATE + TEXT_ONLY_RATE:
+        if u < EXACT_RATE + near + template + TEXT_ONLY_RATE:
             return "text_only"
         return "normal"
 
@@ -442,6 +461,10 @@ class DemoSite:
         root = self._content(slot, *self._rngs(ref, version))
         root_id = _identity(root)
         root_shown = _semantic_images(root)
+        if self._family[slot].colour_variants and self._first_sibling(i, ref):
+            recoloured = _recolour(root, hash64(self.config.seed, "tcolour-pick", i))
+            if recoloured is not None and _identity(recoloured) != root_id:
+                return recoloured, "colour"
         first = "image" if hash64(self.config.seed, "tchange", i) & 1 else "options"
         for change in (first, "options" if first == "image" else "image"):
             # an image change may redraw the content a few times: a draw that only restyles
@@ -463,15 +486,29 @@ class DemoSite:
                     return content, change
         return None, None
 
+    def _first_sibling(self, i: int, ref: int) -> bool:
+        """Whether no question between ``ref`` and ``i`` is a templated sibling of ``ref`` (only the
+        first sibling of a question swaps colours: two would swap the same ones)."""
+        sk = self.skill_of(i)
+        between = range(ref + 1, min(i, sk.start + sk.count))
+        added = [j for j in self._added_by_skill().get(sk.position, ()) if j < i] if i >= self.config.questions else []
+        return not any(self.role(j) == ("template", ref) for j in (*between, *added))
+
     def _template_content_rng(self, i: int, attempt: int) -> Rng:
         d = hashlib.blake2b(f"{self.config.seed}|{i}|template-image|{attempt}".encode(), digest_size=8).digest()
         return Rng(int.from_bytes(d, "little"))
 
     def _near(self, content: F.Content, i: int) -> str:
         prose = "".join(s for s in content.segs if s.__class__ is str)
-        applicable = ["whitespace", "case", "nbsp", "zero_width", "option_order"]
+        applicable = ["whitespace", "case", "nbsp", "zero_width"]
+        if content.option_order == "shuffled":  # "B, C, A" is no copy of labels "A, B, C" nor "All of the above" first
+            applicable.append("option_order")
         if content.image is not None or any(isinstance(x, ImageSpec) for x in content.options):
-            applicable += ["jpeg", "resize"]
+            applicable += ["jpeg", "resize", "rescan"]
+        if any(_page_tex(seg) for seg in _all_segments(content)):
+            applicable += ["tex_spacing"] * 4
+        if content.option_order == F.FIGURE_LABELS:
+            applicable += ["label_punct"] * 8
         if unicodedata.normalize("NFD", prose) != prose:
             applicable += ["nfd", "nfd"]
         if " " not in prose:
@@ -479,15 +516,24 @@ class DemoSite:
         if prose.lower() == prose:
             applicable = [v for v in applicable if v != "case"]
         variant = applicable[hash64(self.config.seed, "near", i) % len(applicable)]
-        if variant in ("jpeg", "resize"):
+        if variant in ("jpeg", "resize", "rescan"):
             if content.image is not None:
                 content.image = content.image.with_variant(variant)
             else:
                 content.options = [x.with_variant(variant) if isinstance(x, ImageSpec) else x for x in content.options]
+            if variant == "rescan" and content.option_order == "shuffled":  # a re-scanned copy of another page
+                n = len(content.options)
+                content.options = content.options[1:] + content.options[:1]
+                content.answer = (content.answer - 1) % n
         elif variant == "option_order":
             n = len(content.options)
             content.options = content.options[1:] + content.options[:1]
             content.answer = (content.answer - 1) % n
+        elif variant == "tex_spacing":
+            content.segs = [_respell(seg) for seg in content.segs]
+            content.options = [x if isinstance(x, ImageSpec) else [_respell(seg) for seg in x] for x in content.options]
+        elif variant == "label_punct":
+            content.options = _relabel(content.options, hash64(self.config.seed, "relabel", i))
         else:
             content.segs = _vary_prose(content.segs, variant)
         return variant
@@ -520,7 +566,7 @@ class DemoSite:
             sk.skill, sk.layout, problem, problem_latex, formulas, image, choices, choices_latex, choice_formulas,
             choice_images, content.answer, sk.family + "/" + content.tkey, role, dup_of, near_variant, template_of,
             template_change, role == "text_only", content.tags.target, content.tags.content, content.tags.thinking,
-            version, self.revision_date(last), tuple(alts))
+            version, self.revision_date(last), tuple(alts), content.option_order)
 
 
 def compose_text(content: F.Content) -> str:
@@ -546,6 +592,142 @@ _STYLE_COLOURS = frozenset(F.COLORS)
 def _identity(content: F.Content) -> tuple:
     opts = sorted(x.key if isinstance(x, ImageSpec) else F.compose(x)[0] for x in content.options)
     return (compose_text(content), content.image.content_key if content.image else "", tuple(opts))
+
+
+# ---- planted variants: TeX respelled, option labels repunctuated, colours swapped -----------------
+
+def _all_segments(content: F.Content):
+    yield from content.segs
+    for x in content.options:
+        if not isinstance(x, ImageSpec):
+            yield from x
+
+
+def _page_tex(seg) -> bool:
+    """A formula the page already writes in TeX (``$...$`` or ``\\( ... \\)``)."""
+    return seg.__class__ is tuple and seg[0].startswith(("$", "\\("))
+
+
+def respell_tex(latex: str) -> str:
+    """The same formula as another writer would type it: operators spaced the other way,
+    ``( )`` as ``\\left( \\right)``, braces dropped around one-token scripts and fractions."""
+    s = re.sub(r"\^\{(\w)\}", r"^\1", latex)
+    s = re.sub(r"\\frac\{(\w)\}\{(\w)\}", r"\\frac \1\2", s)
+    s = _bare_denominators(s)
+    if "(" in s and ")" in s and "\\left" not in s:
+        s = s.replace("(", "\\left(").replace(")", "\\right)")
+    if re.search(r" [+=-] ", s):
+        s = re.sub(r" *([+=-]) *", r"\1", s)
+    else:
+        s = re.sub(r"(?<=[\w})])([+=])(?=[\w\\({])", r" \1 ", s)
+    return s
+
+
+def _bare_denominators(s: str) -> str:
+    """``\\frac{...}{2}`` as ``\\frac{...}2``."""
+    out, pos = [], 0
+    while (start := s.find("\\frac{", pos)) >= 0:
+        depth, j = 0, start + 5
+        while j < len(s):
+            depth += {"{": 1, "}": -1}.get(s[j], 0)
+            j += 1
+            if depth == 0:
+                break
+        if re.match(r"\{\w\}", s[j:j + 3]):
+            out.append(s[pos:j] + s[j + 1])
+            pos = j + 3
+        else:
+            out.append(s[pos:j])
+            pos = j
+    out.append(s[pos:])
+    return "".join(out)
+
+
+def _respell(seg):
+    if not _page_tex(seg):
+        return seg
+    latex = respell_tex(seg[1])
+    shown = f"\\( {latex} \\)" if seg[0].startswith("$") else f"${latex}$"
+    return (shown, latex)
+
+
+_OPTION_LABEL = re.compile(r"^\(?([A-Ea-e])\)?\.?$")
+
+
+def _relabel(options: list, h: int) -> list:
+    """Figure-label options ("A", "(A)", "A.", "(a)") in another of the label styles."""
+    styles = [style for style, _ in F.LABEL_STYLES]
+    shown = options[0][0] if options and options[0] and options[0][0].__class__ is str else ""
+    letter = _OPTION_LABEL.match(shown)
+    current = next((j for j, st in enumerate(styles) if letter and st.format(L=letter.group(1).upper(),
+                                                                              l=letter.group(1).lower()) == shown), 0)
+    style = styles[(current + 1 + h % (len(styles) - 1)) % len(styles)]
+    out = []
+    for x in options:
+        m = _OPTION_LABEL.match(x[0]) if len(x) == 1 and x[0].__class__ is str else None
+        out.append([style.format(L=m.group(1).upper(), l=m.group(1).lower())] if m else x)
+    return out
+
+
+SWAP_COLOURS = (*F.COLORS, "yellow")
+_COLOUR_WORD = re.compile(r"\b(" + "|".join(SWAP_COLOURS) + r")\b")
+
+
+def _swap_deep(x, a: str, b: str):
+    if x.__class__ is str:
+        return b if x == a else a if x == b else x
+    if x.__class__ is tuple:
+        return tuple(_swap_deep(y, a, b) for y in x)
+    return x
+
+
+def _swap_words(text: str, a: str, b: str) -> str:
+    return _COLOUR_WORD.sub(lambda m: b if m.group(1) == a else a if m.group(1) == b else m.group(1), text)
+
+
+def _recolour(content: F.Content, h: int) -> F.Content | None:
+    """The same question with two colours swapped everywhere, in the words and in the pictures
+    (so the pictures differ only in colour): a colour named in the text (or the answer), and
+    another that the pictures or options use, or any other. None when no colour named in the
+    words is drawn."""
+    def strings(x):
+        if x.__class__ is str:
+            yield x
+        elif x.__class__ is tuple:
+            for y in x:
+                yield from strings(y)
+
+    specs = ([content.image] if content.image is not None else []) + [x for x in content.options if isinstance(x, ImageSpec)]
+    drawn = {w for spec in specs for w in strings(spec.params) if w in SWAP_COLOURS}
+    words = [m.group(1) for seg in content.segs if seg.__class__ is str for m in _COLOUR_WORD.finditer(seg)]
+    answer = content.options[content.answer]
+    if not isinstance(answer, ImageSpec):
+        words += [m.group(1) for seg in answer if seg.__class__ is str for m in _COLOUR_WORD.finditer(seg)]
+    named = [w for w in words if w in drawn]
+    if not named:
+        return None
+    a = named[0]
+    used = sorted({*drawn, *(m.group(1) for x in content.options if not isinstance(x, ImageSpec)
+                             for seg in x if seg.__class__ is str for m in _COLOUR_WORD.finditer(seg))} - {a})
+    from .drawing import RGB
+
+    def grey(name: str) -> float:
+        r, g, b_ = RGB[name]
+        return 0.299 * r + 0.587 * g + 0.114 * b_
+
+    # the partner nearest in grey: the pictures then differ in colour and hardly in grey
+    pool = used or [c for c in SWAP_COLOURS if c != a]
+    b = min(pool, key=lambda c: (round(abs(grey(c) - grey(a)) / 8), (hash64(h, c) & 0xFFFF)))
+
+    def segs(xs):
+        return [_swap_words(seg, a, b) if seg.__class__ is str else seg for seg in xs]
+
+    def spec(x):
+        return ImageSpec(x.kind, _swap_deep(x.params, a, b), x.variant)
+
+    options = [spec(x) if isinstance(x, ImageSpec) else segs(x) for x in content.options]
+    image = spec(content.image) if content.image is not None else None
+    return F.Content(segs(content.segs), image, options, content.answer, content.tags, content.tkey, content.option_order)
 
 
 def _vary_prose(segs: list, variant: str) -> list:
@@ -587,7 +769,7 @@ ALT_BY_KIND = {
     "circuit": "an electric circuit", "balance": "a pan balance", "map": "a map", "cars": "two cars",
     "gears": "gears", "machine": "a simple machine", "bridges": "towers", "device": "a device",
     "keys": "keyboard keys", "fileicon": "a file icon", "gate": "a logic gate symbol", "leds": "a row of lamps",
-    "flowshape": "a flowchart", "network": "a network diagram",
+    "flowshape": "a flowchart", "network": "a network diagram", "labelled_figures": "labelled figures",
 }
 
 

@@ -1,10 +1,11 @@
 """What an image on the demo site shows, without drawing it.
 
 An ``ImageSpec`` names a drawing (``kind`` and its ``params``) and an encoding ``variant``:
-``""`` (PNG, the default), ``"jpeg"`` (the same drawing re-encoded as JPEG) or ``"resize"``
-(the same drawing scaled by 3/4, PNG). Two equal specs always render to the same bytes, so
-``key`` identifies the image bytes and ``content_key`` the drawing (equal for an image and
-its re-encoded or resized near-duplicate).
+``""`` (PNG, the default), ``"jpeg"`` (the same drawing re-encoded as JPEG), ``"resize"``
+(the same drawing scaled by 3/4, PNG) or ``"rescan"`` (the page printed and scanned again:
+slightly rescaled, each margin cut or widened a little, grain, JPEG). Two equal specs always
+render to the same bytes, so ``key`` identifies the image bytes and ``content_key`` the drawing
+(equal for an image and its re-encoded, resized or re-scanned near-duplicate).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-VARIANTS = ("", "jpeg", "resize")
+VARIANTS = ("", "jpeg", "resize", "rescan")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,11 +34,11 @@ class ImageSpec:
 
     @property
     def extension(self) -> str:
-        return "jpg" if self.variant == "jpeg" else "png"
+        return "jpg" if self.variant in ("jpeg", "rescan") else "png"
 
     @property
     def mime_type(self) -> str:
-        return "image/jpeg" if self.variant == "jpeg" else "image/png"
+        return "image/jpeg" if self.variant in ("jpeg", "rescan") else "image/png"
 
     def with_variant(self, variant: str) -> "ImageSpec":
         if variant not in VARIANTS:

@@ -17,7 +17,9 @@ Then one ``{"type": "question", ...}`` line per present question, ascending inde
   ``index``, ``url`` (path), ``subject``, ``grade`` (null for technology), ``skill``,
   ``layout`` (ixl | proprofs | triviaplaza), ``problem`` (as shown on the page),
   ``problem_latex`` (formulas as ``\\( latex \\)``, prose byte-identical), ``formulas``
-  ([[unicode span, latex], ...]; [] for text without math), ``problem_image``
+  ([[unicode span, latex], ...]; [] for text without math; a span the page already writes
+  in TeX, ``$latex$`` or ``\\( latex \\)``, has the TeX inside as its latex, kept byte for
+  byte; a price such as ``$4.50`` is prose), ``problem_image``
   (null or {key, content_key, kind, format}), ``choices`` (texts or null),
   ``choices_latex``, ``choice_formulas``, ``choice_images`` (null or [{key, content_key,
   kind, format}]), ``answer_idx`` (0-based), ``answer`` (the answer's text, or its image
@@ -25,14 +27,21 @@ Then one ``{"type": "question", ...}`` line per present question, ascending inde
   ``role`` (normal | exact | near | template | text_only), ``duplicate_group``
   ("dup-<index of the original>", or null), ``duplicate_kind`` ("original" for the kept
   original, "exact" or "near" for copies, null otherwise; a group whose other members are
-  all removed by a revision is not a group), ``near_variant`` (jpeg | resize | whitespace
-  | case | nbsp | zero_width | nfd | option_order | null), ``template_of`` (url of the
-  question whose text it shares while NOT being a duplicate, or null),
-  ``template_change`` (image | options | null), ``text_only`` (bool), ``permanent_fault``
+  all removed by a revision is not a group), ``near_variant`` (jpeg | resize | rescan |
+  whitespace | case | nbsp | zero_width | nfd | option_order | tex_spacing | label_punct |
+  null), ``template_of`` (url of the question it is a templated sibling of, NOT a duplicate:
+  same text, or for colour variants the text with one colour word swapped, or null),
+  ``template_change`` (image | options | colour | null), ``split_group`` ("split-<index>":
+  the family that must land in one split: a duplicate group joined with the siblings that
+  keep its figure, text and answer with other distractors; null when alone), ``text_only``
+  (bool), ``permanent_fault``
   (truncated_html | missing_image | corrupt_image | redirect_loop | null; only with
   faults), ``cogme`` ({target: [...<=3], content: [...<=3], thinking}), ``version``
   (edits so far), ``lastmod`` (YYYY-MM-DD), ``revision_status`` (added | edited |
-  unchanged, relative to revision - 1).
+  unchanged, relative to revision - 1), ``option_order`` ("shuffled", or
+  "kept-order:figure-labels" when the options are the labels of figures drawn in the picture,
+  "kept-order:refers-to-options" when an option refers to the others: the value the
+  pipeline's ``questions.shuffle`` must record; the order and key of such options must stay).
 
 A question URL with a permanent fault cannot be stored by a crawler: stored + quarantined
 must equal the set of question URLs here.
@@ -80,7 +89,39 @@ def duplicate_groups(site: DemoSite) -> dict[int, tuple[str, str]]:
     return out
 
 
-def question_record(site: DemoSite, q: DemoQuestion, groups: dict, faults: Faults, status: str) -> dict:
+def split_groups(site: DemoSite, groups: dict[int, tuple[str, str]]) -> dict[int, str]:
+    """index -> "split-<smallest index>" for every present member of a family of >= 2 present
+    questions: duplicate groups joined with their templated siblings that keep figure, text and
+    answer and change only the other options (``template_change='options'``)."""
+    parent: dict[int, int] = {}
+
+    def find(x: int) -> int:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(a: int, b: int) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+
+    for i, (group, _) in groups.items():
+        union(i, int(group.removeprefix("dup-")))
+    for i in site.indices():
+        role, ref = site.role(i)
+        if role == "template" and site.question(i).template_change == "options":
+            union(i, ref)
+    members: dict[int, list[int]] = defaultdict(list)
+    for i in parent:
+        if site.is_present(i):
+            members[find(i)].append(i)
+    return {i: f"split-{min(ms)}" for ms in members.values() if len(ms) >= 2 for i in ms}
+
+
+def question_record(site: DemoSite, q: DemoQuestion, groups: dict, faults: Faults, status: str,
+                    families: dict | None = None) -> dict:
     group, kind = groups.get(q.index, (None, None))
     tpl = None
     if q.template_of is not None:
@@ -100,7 +141,8 @@ def question_record(site: DemoSite, q: DemoQuestion, groups: dict, faults: Fault
         "template_of": tpl, "template_change": q.template_change, "text_only": q.text_only,
         "permanent_fault": faults.permanent(q.index),
         "cogme": {"target": list(q.cogme_target), "content": list(q.cogme_content), "thinking": q.cogme_thinking},
-        "version": q.version, "lastmod": q.lastmod, "revision_status": status,
+        "version": q.version, "lastmod": q.lastmod, "revision_status": status, "option_order": q.option_order,
+        "split_group": (families or {}).get(q.index),
     }
 
 
@@ -174,6 +216,7 @@ def _question_records(config: SiteConfig):
     site = DemoSite(config)
     faults = Faults(site)
     groups = duplicate_groups(site)
+    families = split_groups(site, groups)
     changes = revision_changes(config)
     added, edited = set(changes["added"]), set(changes["edited"])
     summary = _Summary(site)
@@ -182,7 +225,7 @@ def _question_records(config: SiteConfig):
         for i in site.indices():
             q = site.question(i)
             status = "added" if q.path in added else "edited" if q.path in edited else "unchanged"
-            rec = question_record(site, q, groups, faults, status)
+            rec = question_record(site, q, groups, faults, status, families)
             summary.add(q, rec)
             yield rec
 
