@@ -19,10 +19,12 @@ CONFIG = SiteConfig(seed=11, questions=3000)
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    """(running site, truth questions, {url: page bytes}) for every technology question and ~300 others."""
+    """(running site, truth questions, {url: page bytes}) for every technology question, ~300 others
+    and a fifth of those with special characters (so the sample always has them)."""
     path = write_truth(CONFIG, tmp_path_factory.mktemp("t") / "truth.jsonl")
     _, questions = read_truth(path)
-    chosen = [q for q in questions if q["subject"] == "technology"] + questions[::10]
+    special = [q for q in questions if any(ch in q["problem"] + "".join(q["choices"] or []) for ch in "<\u2212\u00a0\u200b")]
+    chosen = [q for q in questions if q["subject"] == "technology"] + questions[::10] + special[::5]
     with start_site(CONFIG) as running:
         s = requests.Session()
         pages = {}
