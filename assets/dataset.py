@@ -2,11 +2,11 @@
 
 import dagster as dg
 
+from pipelines.lineage import warehouse_deps
 from pipelines.resources import StemforgeSettings
 
 from ._meta import OWNERS, frame_metadata, json_metadata
 from .clean import _checked, latex_questions
-from .ingest import raw_questions
 
 
 @dg.asset(
@@ -62,9 +62,17 @@ def questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
 def dataset_statistics(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     from pipelines import stages
 
-    stats, markdown = stages.statistics_stage(stemforge.settings().data_home)
+    from pipelines.export import statistics_markdown
+
+    home = stemforge.settings().data_home
+    figures = stages.statistics_figures(home)
+    stats = stages.read_lake(home, "dataset_statistics")
     return dg.MaterializeResult(
-        metadata={"table_1": dg.MetadataValue.md(markdown), "dagster/row_count": stats.height}
+        metadata={
+            "table_1": dg.MetadataValue.md(statistics_markdown(stats)),
+            "dagster/row_count": stats.height,
+            "skipped": bool(figures.get("skipped")),
+        }
     )
 
 
@@ -134,7 +142,7 @@ def export_invariants(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
     owners=OWNERS,
     code_version="1",
     pool="duckdb_write",
-    deps=[raw_questions, questions, stem_export, "model_predictions", "evaluation_metrics", "cogme_profiles", "question_tags"],
+    deps=warehouse_deps(),
     description=(
         "warehouse.duckdb: every lake table published as a DuckDB table in a new file that is renamed "
         "into place, so readers see the previous version or the new one, never a mix. The only writer."

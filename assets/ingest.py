@@ -126,6 +126,7 @@ def raw_questions(context: dg.AssetExecutionContext, stemforge: StemforgeSetting
                     "per_source": per_source,
                     "per_subject": dict(zip(by_subject["subject"].to_list(), by_subject["len"].to_list())),
                     "removed_sources": removed,
+                    "skipped": bool(per_source) and not removed and all(s["skipped_unchanged"] for s in per_source.values()),
                 }
             ),
         }

@@ -56,5 +56,7 @@ def cogme_profiles(stemforge: StemforgeSettings) -> dg.MaterializeResult:
 def report(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     from pipelines import profiling
 
-    path = profiling.report_stage(stemforge.settings().data_home, stemforge.settings())
-    return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(str(path))})
+    home = stemforge.settings().data_home
+    figures = profiling.report_figures(home, stemforge.settings())
+    path = figures.get("path") or str(home.reports / "index.html")
+    return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(path), "skipped": bool(figures.get("skipped"))})

@@ -145,9 +145,10 @@ def run_build(
     progress: bool = True,
     executor: str = "in_process",
     max_concurrent: int | None = None,
+    command: str = "build",
 ) -> BuildOutcome:
     """One Dagster run of the build job over all configured sources, recorded in the instance
-    at ``$DAGSTER_HOME``.
+    at ``$DAGSTER_HOME`` and tagged ``stemforge/command: <command>`` (the CLI command that ran it).
 
     The configured sources are registered as the ``sources`` partitions (sources no longer
     configured are removed) and the run covers them as one partition range, followed in the
@@ -161,7 +162,7 @@ def run_build(
     from .homelock import home_lock
 
     with home_lock(settings.data_home, "build", log=print if progress else None):
-        return _run_build(settings, selection, progress, executor, max_concurrent)
+        return _run_build(settings, selection, progress, executor, max_concurrent, command)
 
 
 def _run_build(
@@ -170,6 +171,7 @@ def _run_build(
     progress: bool,
     executor: str,
     max_concurrent: int | None,
+    command: str = "build",
 ) -> BuildOutcome:
     import dagster as dg
 
@@ -186,7 +188,7 @@ def _run_build(
         remove_stray_temporaries(home)
     keys = sync_source_partitions(instance, settings.sources)
     asset_selection = selected_asset_keys(selection)
-    tags = {"stemforge/command": "build", **process_tags()}
+    tags = {"stemforge/command": command, **process_tags()}
     job_def = build_job_definition()
     partitioned = {
         key for key in job_def.asset_layer.asset_graph.get_all_asset_keys()
@@ -218,7 +220,35 @@ def _run_build(
         asset_selection=asset_selection,
     )
     failed = failed_checks(result.all_events) + step_failures(result.all_events)
+    reused, ran = reused_stages(result.all_events)
+    if result.success and not failed and reused and not ran:
+        summary = f"stemforge build finished (run {result.run_id}): nothing changed, {len(reused)} stages reused"
+        return BuildOutcome(True, home, failed, summary)
     return BuildOutcome(result.success, home, failed, build_summary(home, result.success, failed, result.run_id))
+
+
+def reused_stages(events) -> tuple[list[str], list[str]]:
+    """The materialized assets (``asset`` or ``asset[partition]``) whose stage was skipped as
+    unchanged (metadata ``skipped`` or ``skipped_unchanged`` true), and those that ran."""
+    reused, ran = [], []
+    for event in events:
+        if event.event_type_value != "ASSET_MATERIALIZATION":
+            continue
+        materialization = event.event_specific_data.materialization
+        name = materialization.asset_key.to_user_string()
+        if materialization.partition:
+            name = f"{name}[{materialization.partition}]"
+        metadata = materialization.metadata
+        flag = metadata.get("skipped", metadata.get("skipped_unchanged"))
+        value = getattr(flag, "value", flag)
+        (reused if value is True else ran).append(name)
+    # a crawl always asks the site; it changed nothing when the raw questions it feeds were reused
+    raw = [n for n in reused + ran if n.startswith("raw_questions")]
+    if raw and all(n in reused for n in raw):
+        crawls = [n for n in ran if n.startswith("crawled_pages")]
+        reused += crawls
+        ran = [n for n in ran if n not in crawls]
+    return reused, ran
 
 
 def failed_checks(events) -> list[str]:

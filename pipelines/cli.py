@@ -63,7 +63,10 @@ def cmd_build(args: argparse.Namespace) -> int:
         demo_faults=args.faults,
         demo_revision=args.revision,
         cap_per_skill=args.cap,
+        crawl_revalidate=args.crawl_revalidate,
         models=tuple(args.model) if args.model else BuildSettings.models,
+        exam_skills=args.exam_skills,
+        exam_min_questions=args.exam_min_questions,
     )
     home = settings.data_home
     prepare_instance(home)
@@ -72,6 +75,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     from .build import SelectionError
     from .homelock import HomeBusy, home_lock
 
+    if args.exam_min_questions < 1:
+        raise CliError("--exam-min-questions must be at least 1")
     if args.max_concurrent is not None and args.max_concurrent < 1:
         raise CliError("--max-concurrent must be at least 1")
     try:
@@ -188,7 +193,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                             "they count as wrong (coverage is in metrics, metric = 'coverage')",
                             file=sys.stderr,
                         )
-            outcome = run_build(settings, selection=RESCORE_SELECTION, progress=False)
+            outcome = run_build(settings, selection=RESCORE_SELECTION, progress=False, command="eval")
     except HomeBusy as exc:
         raise CliError(str(exc)) from None
     except (ValueError, FileNotFoundError) as exc:
@@ -198,6 +203,45 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if not outcome.success:
         print(outcome.summary)
     return 0 if outcome.success else 1
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .evaluation import scored_frame
+    from .metrics import MetricsInputError, compare_models
+
+    home = resolve_home(args.home)
+    scored = scored_frame(home)
+    if scored.height == 0:
+        raise CliError(f"no scored predictions in {home.root} (run `stemforge build` first)")
+    try:
+        result = compare_models(scored, args.model_a, args.model_b, args.split, bootstrap=args.bootstrap, seed=args.seed)
+    except MetricsInputError as exc:
+        raise CliError(str(exc)) from None
+    print(format_comparison(result))
+    return 0
+
+
+def format_comparison(result: dict) -> str:
+    """The text ``stemforge compare`` prints: one row per subject, micro and macro."""
+
+    def interval(low, high) -> str:
+        return "n/a" if low is None else f"[{low:+.1f}, {high:+.1f}]"
+
+    a, b = result["model_a"], result["model_b"]
+    lines = [f"{a} minus {b} on split {result['split']} (percentage points; 95% paired intervals; McNemar exact p)"]
+    rows = []
+    for subject, r in result["subjects"].items():
+        rows.append((subject, r["n"], f"{r['accuracy_a']:.1f}", f"{r['accuracy_b']:.1f}", f"{r['difference']:+.1f}",
+                     interval(r["ci_low"], r["ci_high"]), f"{r['a_only']}/{r['b_only']}", f"{r['mcnemar_p']:.3g}"))
+    m = result["micro"]
+    rows.append(("micro", m["n"], f"{m['accuracy_a']:.1f}", f"{m['accuracy_b']:.1f}", f"{m['difference']:+.1f}",
+                 interval(m["ci_low"], m["ci_high"]), f"{m['a_only']}/{m['b_only']}", f"{m['mcnemar_p']:.3g}"))
+    mac = result["macro"]
+    rows.append((f"macro ({mac['subjects']} subjects)", "", f"{mac['accuracy_a']:.1f}", f"{mac['accuracy_b']:.1f}",
+                 f"{mac['difference']:+.1f}", interval(mac["ci_low"], mac["ci_high"]), "", ""))
+    columns = ["scope", "n", f"acc {a}", f"acc {b}", "difference", "95% interval", "only A/only B", "McNemar p"]
+    lines.append(format_rows(columns, rows, "table"))
+    return "\n".join(lines)
 
 
 def _eval_list(home: DataHome) -> int:
@@ -281,16 +325,39 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--home", help="data home (default: $STEMFORGE_HOME, else ./stemforge-data)")
 
     p = sub.add_parser("build", help="materialize the asset graph (one run over all sources)")
-    p.add_argument("--source", action="append", help="demo | http://HOST:PORT/ | stem-parquet:PATH | scienceqa:PATH | jsonl:PATH[?mapping] | json:PATH[?mapping] | python:MODULE:FUNCTION[?query] (repeatable)")
+    p.add_argument("--source", action="append", help="demo | http://HOST:PORT/ | stem-parquet:PATH | scienceqa:PATH | jsonl:PATH[?mapping] | json:PATH[?mapping] | python:MODULE:FUNCTION[?query] (repeatable; default: demo)")
     add_home(p)
-    p.add_argument("--select", help="a Dagster asset selection, e.g. group:ingest (the warehouse is always published)")
-    p.add_argument("--seed", type=int, default=BuildSettings.seed)
-    p.add_argument("--questions", type=int, default=BuildSettings.demo_questions, help="size of the bundled demo site")
-    p.add_argument("--faults", action="store_true", help="serve the demo site with faults")
-    p.add_argument("--revision", type=int, default=0, help="demo site revision")
-    p.add_argument("--cap", type=int, default=BuildSettings.cap_per_skill, help="at most this many questions per skill")
-    p.add_argument("--model", action="append", help="model spec to evaluate (repeatable; default: the floor baselines)")
-    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.add_argument("--select", help="a Dagster asset selection, e.g. group:ingest (the warehouse is always published; default: every asset)")
+    p.add_argument("--seed", type=int, default=BuildSettings.seed,
+                   help="seed of every random step: demo site, shuffle, split, sessions, intervals (default: %(default)s)")
+    p.add_argument("--questions", type=int, default=BuildSettings.demo_questions, help="size of the bundled demo site (default: %(default)s)")
+    p.add_argument("--faults", action="store_true", help="serve the demo site with faults (default: off)")
+    p.add_argument("--revision", type=int, default=0, help="demo site revision (default: %(default)s)")
+    p.add_argument("--cap", type=int, default=BuildSettings.cap_per_skill, help="at most this many questions per skill (default: %(default)s)")
+    p.add_argument(
+        "--crawl-revalidate",
+        choices=("lastmod", "all"),
+        default=BuildSettings.crawl_revalidate,
+        help="a rebuild re-requests only pages whose sitemap lastmod changed (lastmod), or every page (all) "
+        "(default: %(default)s)",
+    )
+    p.add_argument("--model", action="append",
+                   help="model spec to evaluate, e.g. random or embedding?threads=1 (repeatable; default: "
+                   + ", ".join(BuildSettings.models) + ")")
+    p.add_argument(
+        "--exam-skills",
+        choices=("all", "paper"),
+        default=BuildSettings.exam_skills,
+        help="skills the exam score covers: all, or the paper's seeded sample of 40 maths and 30 science "
+        "skills (engineering and technology all) (default: %(default)s)",
+    )
+    p.add_argument(
+        "--exam-min-questions",
+        type=int,
+        default=BuildSettings.exam_min_questions,
+        help="a skill with fewer test questions is not exam-scored (default: %(default)s)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress output (default: off)")
     p.add_argument(
         "--executor",
         choices=("in_process", "multiprocess"),
@@ -298,19 +365,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="run every step in this process (default) or each step in its own process",
     )
     p.add_argument("--max-concurrent", type=int, help="multiprocess: at most this many steps at once (default: CPU count)")
-    p.add_argument("--prune", action="store_true", help="allow removing sources of the last build that are not given now (with their questions and predictions)")
+    p.add_argument("--prune", action="store_true", help="allow removing sources of the last build that are not given now (with their questions and predictions; default: off)")
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("ui", help="start the Dagster UI and daemon on the same instance")
     add_home(p)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=3000)
+    p.add_argument("--host", default="127.0.0.1", help="address the UI listens on (default: %(default)s)")
+    p.add_argument("--port", type=int, default=3000, help="port of the UI (default: %(default)s)")
     p.set_defaults(func=cmd_ui)
 
     p = sub.add_parser("sql", help="read-only query on the warehouse")
-    p.add_argument("query", nargs="?")
-    p.add_argument("-f", "--file")
-    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.add_argument("query", nargs="?", help="the SQL query (or give -f FILE)")
+    p.add_argument("-f", "--file", help="read the query from this file (default: the query argument)")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format (default: %(default)s)")
     p.add_argument("--timeout", type=float, default=DEFAULT_QUERY_TIMEOUT, metavar="SECONDS",
                    help=f"stop the query after this long (default {DEFAULT_QUERY_TIMEOUT:g})")
     p.add_argument("--max-memory", default=DEFAULT_QUERY_MEMORY, metavar="SIZE",
@@ -319,26 +386,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_sql)
 
     p = sub.add_parser("eval", help="import predictions and score them; list or remove imported models")
-    p.add_argument("--predictions", help="JSONL, CSV or preds.txt")
-    p.add_argument("--model", help="the imported model's name (not a built-in model's, not paper:...)")
-    p.add_argument("--list", action="store_true", help="list the imported models")
+    p.add_argument("--predictions", help="JSONL, CSV or preds.txt file of predictions (required to import)")
+    p.add_argument("--model", help="the imported model's name, not a built-in model's nor paper:... (required to import)")
+    p.add_argument("--list", action="store_true", help="list the imported models (default: off)")
     p.add_argument("--remove", metavar="NAME", help="remove an imported model and rescore")
     add_home(p)
     p.set_defaults(func=cmd_eval)
 
+    p = sub.add_parser("compare", help="paired comparison of two scored models: macro, micro and per subject")
+    p.add_argument("model_a", metavar="A", help="a scored model (built-in spec or imported name)")
+    p.add_argument("model_b", metavar="B", help="the model it is compared with")
+    p.add_argument("--split", default="test", help="the split compared on (default: %(default)s)")
+    p.add_argument("--bootstrap", type=int, default=0,
+                   help="0: cluster-robust normal intervals; N: a paired clustered bootstrap of N replicates (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=BuildSettings.seed, help="bootstrap seed (default: %(default)s)")
+    add_home(p)
+    p.set_defaults(func=cmd_compare)
+
     site = sub.add_parser("site", help="the bundled demo quiz site")
     site_sub = site.add_subparsers(dest="site_command", required=True)
     for name, func in (("serve", cmd_site_serve), ("truth", cmd_site_truth)):
-        p = site_sub.add_parser(name)
-        p.add_argument("--seed", type=int, default=0)
-        p.add_argument("--questions", type=int, default=BuildSettings.demo_questions)
-        p.add_argument("--faults", action="store_true")
-        p.add_argument("--revision", type=int, default=0)
+        p = site_sub.add_parser(name, help="serve the demo site" if name == "serve" else "write the site's ground truth")
+        p.add_argument("--seed", type=int, default=0, help="seed of the generated site (default: %(default)s)")
+        p.add_argument("--questions", type=int, default=BuildSettings.demo_questions, help="number of questions (default: %(default)s)")
+        p.add_argument("--faults", action="store_true", help="serve with faults (default: off)")
+        p.add_argument("--revision", type=int, default=0, help="site revision: later revisions change some pages (default: %(default)s)")
         if name == "serve":
-            p.add_argument("--port", type=int, default=8765)
-            p.add_argument("--host", default="127.0.0.1")
+            p.add_argument("--port", type=int, default=8765, help="port (default: %(default)s)")
+            p.add_argument("--host", default="127.0.0.1", help="address (default: %(default)s)")
         else:
-            p.add_argument("--out", required=True)
+            p.add_argument("--out", required=True, help="the file to write the truth to (required)")
         p.set_defaults(func=func)
 
     p = sub.add_parser("latex", help="convert formulas in stdin lines to LaTeX")
@@ -357,6 +434,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("stemforge: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader closed the pipe (`stemforge sql ... | head`): stop quietly, and point stdout
+        # at /dev/null so the interpreter's final flush does not fail again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell tool stopped by the closed pipe
     except OSError as exc:
         from .lake import describe_os_error
 

@@ -431,16 +431,50 @@ def metrics_stage(home: DataHome, settings: BuildSettings) -> tuple[pl.DataFrame
         home, "metrics", lambda: _metrics(home, settings),
         inputs=[home.lake_path("questions"), *lake_files(home, "predictions/*.parquet", "circular/*.parquet")],
         outputs=lambda _: [p for p in (home.lake_path("metrics"), home.lake_path("reliability")) if p.exists()],
-        settings={"bootstrap": settings.bootstrap, "seed": settings.seed},
+        settings={"bootstrap": settings.bootstrap, "seed": settings.seed, "smartscore": smartscore_rules(settings).as_dict()},
         code=("metrics.py", "smartscore.py", "reference_results.py", "evaluation.py"),
     )
     return pl.read_parquet(home.lake_path("metrics")), figures
 
 
+def smartscore_rules(settings: BuildSettings):
+    """The SmartScore rules of a build: the defaults plus the build's skill sampling and minimum."""
+    from .smartscore import SmartScoreRules
+
+    return SmartScoreRules(skill_sample=settings.exam_skills, min_questions=settings.exam_min_questions)
+
+
+def comparisons_with_best_baseline(scored: pl.DataFrame, split: str = "test", seed: int = 0) -> list[dict]:
+    """``metrics.compare_models`` of every non-baseline model against the floor baseline with
+    the highest macro accuracy on ``split`` (ties: the first name). Empty without a baseline or
+    without another model."""
+    from .metrics import compare_models
+    from .models.registry import BASELINES
+
+    if scored.height == 0 or "split" not in scored.columns:
+        return []
+    mine = scored.filter(pl.col("split") == split)
+    models = sorted(mine["model"].unique().to_list())
+    baselines = [m for m in models if m.partition("?")[0] in BASELINES]
+    others = [m for m in models if m not in baselines]
+    if not baselines or not others:
+        return []
+    macro = (
+        mine.filter(pl.col("model").is_in(baselines))
+        .group_by("model", "subject")
+        .agg(pl.col("correct").cast(pl.Float64).mean().alias("accuracy"))
+        .group_by("model")
+        .agg(pl.col("accuracy").mean())
+        .sort(["accuracy", "model"], descending=[True, False])
+    )
+    best = macro["model"][0]
+    return [compare_models(mine, model, best, split, seed=seed) for model in others]
+
+
 def _metrics(home: DataHome, settings: BuildSettings) -> dict:
     from .metrics import compute_metrics, empty_metrics, reliability_table
     from .reference_results import reference_metrics
-    from .smartscore import SmartScoreRules, exam_scores
+    from .smartscore import exam_scores
 
     scored, left_out = _scorable(scored_frame(home), settings)
     parts = [reference_metrics()]
@@ -454,7 +488,7 @@ def _metrics(home: DataHome, settings: BuildSettings) -> dict:
                 scored.select("model", "question_id", "cluster"), on=["model", "question_id"], how="left"
             )
         parts.append(compute_metrics(scored, bootstrap=settings.bootstrap, seed=settings.seed, circular=circular))
-        parts.append(exam_scores(scored, SmartScoreRules(), seed=settings.seed, bootstrap=settings.bootstrap))
+        parts.append(exam_scores(scored, smartscore_rules(settings), seed=settings.seed, bootstrap=settings.bootstrap))
         rel = reliability_table(scored)
     metrics = pl.concat([p for p in parts if p is not None and p.height], how="vertical_relaxed") if parts else empty_metrics()
     write_table(metrics, home.lake_path("metrics"))

@@ -122,6 +122,21 @@ def crawl_web_source(spec: SourceSpec, settings: BuildSettings, home: DataHome, 
     return report.as_dict() if hasattr(report, "as_dict") else dict(vars(report))
 
 
+def quarantine_reason(message: str) -> tuple[str, str | None]:
+    """A stable quarantine ``reason`` and the specifics for ``detail``: a message
+    ``category: specifics`` splits at its first ": " (URLs, values and exception text go to
+    the detail, so one kind of problem is one group)."""
+    category, separator, specifics = message.partition(": ")
+    return (category, specifics) if separator and category else (message, None)
+
+
+def _web_quarantine(spec: SourceSpec, key: str, stage: str, message: str, url: str | None = None) -> QuarantineEntry:
+    reason, detail = quarantine_reason(message)
+    if url is not None:
+        detail = url if detail is None else f"{url}: {detail}"
+    return QuarantineEntry(spec.text, key, stage, reason, detail)
+
+
 def parse_web_source(spec: SourceSpec, home: DataHome, images: ImageStore) -> Iterator[Record]:
     """Parse every stored page of a crawled source into records."""
     from .crawl import RawStore
@@ -130,12 +145,12 @@ def parse_web_source(spec: SourceSpec, home: DataHome, images: ImageStore) -> It
     store = RawStore(raw_store_dir(home, spec))
     failed_urls: dict[str, str] = dict(store.failures())
     for url, reason in sorted(failed_urls.items()):
-        yield QuarantineEntry(spec.text, url, "crawl", reason)
+        yield _web_quarantine(spec, url, "crawl", reason)
     for url, body in store.iter_pages(content_type_prefix="text/html"):
         try:
             parsed = parse_page(url, body)
         except PageParseError as exc:
-            yield QuarantineEntry(spec.text, url, "parse", str(exc))
+            yield _web_quarantine(spec, url, "parse", str(exc))
             continue
         for position, pq_ in enumerate(parsed):
             key = url if len(parsed) == 1 else f"{url}#{position}"
@@ -145,8 +160,8 @@ def parse_web_source(spec: SourceSpec, home: DataHome, images: ImageStore) -> It
 def _fetch_image(url: str, store, images: ImageStore, failed_urls: dict[str, str]) -> str:
     body = store.get_body(url)
     if body is None:
-        reason = failed_urls.get(url, "not in the raw store")
-        raise ImageRejected(f"image {url} unavailable: {reason}")
+        category, specifics = quarantine_reason(failed_urls.get(url, "not in the raw store"))
+        raise ImageRejected(f"image unavailable ({category}): {url}" + (f": {specifics}" if specifics else ""))
     return images.put(body).image_hash
 
 
@@ -161,7 +176,7 @@ def _web_question(spec, key, parsed, store, images, failed_urls) -> Iterator[Rec
             else None
         )
     except ImageRejected as exc:
-        yield QuarantineEntry(spec.text, key, "parse", str(exc))
+        yield _web_quarantine(spec, key, "parse", str(exc))
         return
     extra = {"layout": parsed.layout}
     if parsed.problem_image_alt is not None or parsed.choice_image_alts:

@@ -936,6 +936,8 @@ def paired_comparison(
         .group_by(["cell", "cluster"])
         .agg(pl.col("num").sum(), pl.len().cast(pl.Float64).alias("den"))
     )
+    moments = _cell_moments(per_cluster, ["cell"]).row(0, named=True)
+    se = None if moments["variance"] is None else math.sqrt(moments["variance"]) * PERCENT
     if bootstrap > 0:
         result = bootstrap_ratio(
             per_cluster, ["cell"], [], bootstrap=bootstrap, seed=stream_seed(seed, "paired", model_a, model_b, split)
@@ -943,7 +945,6 @@ def paired_comparison(
         ci_low = float(result.cells["ci_low"][0]) * PERCENT
         ci_high = float(result.cells["ci_high"][0]) * PERCENT
     else:
-        moments = _cell_moments(per_cluster, ["cell"]).row(0, named=True)
         if moments["variance"] is None:
             ci_low = ci_high = None
         else:
@@ -960,12 +961,60 @@ def paired_comparison(
         "difference": float(difference),
         "ci_low": ci_low,
         "ci_high": ci_high,
+        "se": se,
         "both_correct": both_correct,
         "a_only": a_only,
         "b_only": b_only,
         "both_wrong": both_wrong,
         "mcnemar_p": mcnemar_exact_p(a_only, b_only),
     }
+
+
+def compare_models(
+    scored: pl.DataFrame,
+    model_a: str,
+    model_b: str,
+    split: str,
+    *,
+    bootstrap: int = DEFAULT_BOOTSTRAP,
+    seed: int = 0,
+) -> dict[str, object]:
+    """``model_a`` minus ``model_b``: per subject and micro (``paired_comparison`` each), and the
+    macro difference (the mean of the subject differences, the headline's definition) with a
+    normal 95% interval treating subjects as independent strata: se = sqrt(sum se_s^2) / S.
+    """
+    _check_columns(scored, ("model", "question_id", "split", "subject", "correct"), "scored predictions")
+    mine = scored.filter(pl.col("split") == split)
+    micro = paired_comparison(mine, model_a, model_b, split, bootstrap=bootstrap, seed=seed)
+    common = (
+        mine.filter(pl.col("model") == model_a).select("question_id")
+        .join(mine.filter(pl.col("model") == model_b).select("question_id"), on="question_id", how="semi")
+    )
+    subjects = sorted(mine.join(common, on="question_id", how="semi")["subject"].unique().to_list())
+    per_subject = {
+        subject: paired_comparison(
+            mine.filter(pl.col("subject") == subject), model_a, model_b, split, bootstrap=bootstrap, seed=seed
+        )
+        for subject in subjects
+    }
+    differences = [r["difference"] for r in per_subject.values()]
+    errors = [r["se"] for r in per_subject.values()]
+    macro_difference = float(np.mean(differences))
+    if any(e is None for e in errors):
+        macro_low = macro_high = None
+    else:
+        half = Z_95 * math.sqrt(sum(e * e for e in errors)) / len(errors)
+        macro_low = max(-PERCENT, macro_difference - half)
+        macro_high = min(PERCENT, macro_difference + half)
+    macro = {
+        "difference": macro_difference,
+        "ci_low": macro_low,
+        "ci_high": macro_high,
+        "subjects": len(subjects),
+        "accuracy_a": float(np.mean([r["accuracy_a"] for r in per_subject.values()])),
+        "accuracy_b": float(np.mean([r["accuracy_b"] for r in per_subject.values()])),
+    }
+    return {"model_a": model_a, "model_b": model_b, "split": split, "macro": macro, "micro": micro, "subjects": per_subject}
 
 
 def mcnemar_exact_p(a_only: int, b_only: int) -> float:

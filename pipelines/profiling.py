@@ -108,8 +108,15 @@ def report_figures(home: DataHome, settings: BuildSettings) -> dict:
         home, "report", lambda: {"path": str(_report(home, settings))},
         inputs=[home.lake_path(name) for name in REPORT_TABLES],
         outputs=[path],
-        settings={"sources": list(settings.sources), "seed": settings.seed, "home": str(home.root)},
-        code=("report.py", "cogme/report_section.py", "profiling.py"),
+        settings={
+            "sources": list(settings.sources),
+            "seed": settings.seed,
+            "home": str(home.root),
+            "bootstrap": settings.bootstrap,
+            "exam_skills": settings.exam_skills,
+            "exam_min_questions": settings.exam_min_questions,
+        },
+        code=("report.py", "cogme/report_section.py", "profiling.py", "smartscore.py"),
     )
 
 
@@ -126,9 +133,18 @@ def _report(home: DataHome, settings: BuildSettings) -> Path:
         "reliability": optional("reliability"),
         "profiles": optional("profiles"),
     }
-    run_info = {"sources": list(settings.sources), "seed": settings.seed, "home": str(home.root)}
+    from .evaluation import smartscore_rules
+
+    run_info = {
+        "sources": list(settings.sources),
+        "seed": settings.seed,
+        "home": str(home.root),
+        "bootstrap": settings.bootstrap,
+        "smartscore_rules": smartscore_rules(settings).as_dict(),
+    }
+    comparisons = _baseline_comparisons(home, settings, tables["metrics"])
     try:
-        return write_report(home.reports / "index.html", **tables, run_info=run_info)
+        return write_report(home.reports / "index.html", **tables, comparisons=comparisons, run_info=run_info)
     except Exception:
         left_out = _unplottable_models(tables)
         if not left_out:
@@ -138,7 +154,22 @@ def _report(home: DataHome, settings: BuildSettings) -> Path:
         for name, frame in tables.items()
     }
     run_info["left out of the report"] = "; ".join(f"{m}: {reason}" for m, reason in sorted(left_out.items()))
-    return write_report(home.reports / "index.html", **kept, run_info=run_info)
+    comparisons = [c for c in comparisons if c["model_a"] not in left_out and c["model_b"] not in left_out]
+    return write_report(home.reports / "index.html", **kept, comparisons=comparisons, run_info=run_info)
+
+
+def _baseline_comparisons(home: DataHome, settings: BuildSettings, metrics: pl.DataFrame | None) -> list[dict]:
+    """Each scored model against the best floor baseline, on the first evaluated split."""
+    from .evaluation import comparisons_with_best_baseline, scored_frame
+
+    if metrics is None or metrics.height == 0:
+        return []
+    scored = scored_frame(home)
+    if scored.height == 0:
+        return []
+    scored = scored.filter(pl.col("model").is_in(metrics["model"].unique().to_list()))
+    split = settings.eval_splits[0] if settings.eval_splits else "test"
+    return comparisons_with_best_baseline(scored, split, seed=settings.seed)
 
 
 def _unplottable_models(tables: dict) -> dict[str, str]:

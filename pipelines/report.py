@@ -28,20 +28,7 @@ import polars as pl
 from pipelines.metrics import LENGTH_BUCKET_ORDER, NO_GRADE
 from pipelines.reference_results import PAPER_PREFIX, SUBJECT_ORDER, reference_metrics
 
-# model colours (matplotlib's tab10); the page's own CSS uses none of these
-MODEL_COLORS = (
-    "#1f77b4",
-    "#ff7f0e",
-    "#2ca02c",
-    "#d62728",
-    "#9467bd",
-    "#8c564b",
-    "#e377c2",
-    "#7f7f7f",
-    "#bcbd22",
-    "#17becf",
-)
-PAPER_COLORS = ("#4d4d4d", "#6b6b6b", "#898989", "#a7a7a7", "#c5c5c5", "#333333", "#b0b0b0")
+from pipelines.palette import MODEL_COLORS, model_colors  # noqa: F401  (MODEL_COLORS: re-exported)
 SVG_HASH_SALT = "stemforge-report"
 
 _GRADE_ORDER = (
@@ -135,8 +122,9 @@ def _svg(figure, index: int) -> str:
 class _Figures:
     """Numbers the figures of one report so their SVG ids stay unique."""
 
-    def __init__(self) -> None:
+    def __init__(self, colors: dict[str, str] | None = None) -> None:
         self.count = 0
+        self.colors = dict(colors or {})
 
     def render(self, figure, caption: str) -> str:
         self.count += 1
@@ -144,15 +132,13 @@ class _Figures:
         return f'<figure class="plot">{svg}<figcaption>{escape(caption)}</figcaption></figure>'
 
 
-def _model_styles(models: Sequence[str]) -> dict[str, dict[str, Any]]:
-    styles: dict[str, dict[str, Any]] = {}
-    own = [m for m in models if not m.startswith(PAPER_PREFIX)]
-    paper = [m for m in models if m.startswith(PAPER_PREFIX)]
-    for i, model in enumerate(own):
-        styles[model] = {"color": MODEL_COLORS[i % len(MODEL_COLORS)], "hatch": None}
-    for i, model in enumerate(paper):
-        styles[model] = {"color": PAPER_COLORS[i % len(PAPER_COLORS)], "hatch": "//"}
-    return styles
+def _model_styles(models: Sequence[str], colors: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Colour (from the report-wide ``colors``) and hatch of each model of one plot."""
+    fallback = model_colors(models)
+    return {
+        model: {"color": colors.get(model, fallback[model]), "hatch": "//" if model.startswith(PAPER_PREFIX) else None}
+        for model in models
+    }
 
 
 def _grouped_bars(
@@ -165,7 +151,7 @@ def _grouped_bars(
 ) -> str:
     """Bars per category, one per model; whiskers where ci_low/ci_high exist."""
     models = _ordered_models(cells["model"].unique().to_list())
-    styles = _model_styles(models)
+    styles = _model_styles(models, figures.colors)
     figure = _new_figure(11, 4.2)
     axes = figure.add_subplot(1, 1, 1)
     width = 0.8 / max(1, len(models))
@@ -220,7 +206,7 @@ def _lines(
 ) -> str:
     """One line per model over ordered categories, with a shaded interval band."""
     models = _ordered_models(cells["model"].unique().to_list())
-    styles = _model_styles(models)
+    styles = _model_styles(models, figures.colors)
     figure = _new_figure(11, 3.8)
     axes = figure.add_subplot(1, 1, 1)
     lookup = {(r["model"], r["group_value"]): r for r in cells.iter_rows(named=True)}
@@ -252,7 +238,7 @@ def _lines(
 
 
 def _reliability_figure(figures: _Figures, reliability: pl.DataFrame, models: Sequence[str], caption: str) -> str:
-    styles = _model_styles(models)
+    styles = _model_styles(models, figures.colors)
     columns = min(4, len(models))
     rows = math.ceil(len(models) / columns)
     figure = _new_figure(2.8 * columns, 2.8 * rows)
@@ -370,6 +356,9 @@ def _evaluation_section(
     metrics: pl.DataFrame | None,
     reliability: pl.DataFrame | None,
     smartscore_lines: Sequence[str],
+    *,
+    bootstrap: int = 0,
+    smartscore_rules: Any = None,
 ) -> str:
     parts = ["<h2>Evaluation</h2>"]
     if metrics is None or metrics.height == 0:
@@ -383,8 +372,8 @@ def _evaluation_section(
         parts.append('<p class="note">No evaluated models (only reference rows).</p>')
         return "\n".join(parts)
     parts.append(
-        f'<p class="note">Values are percents (exam scores: SmartScore points), with 95% clustered-bootstrap '
-        f"intervals in brackets. Plots show the <b>{escape(split)}</b> split; rows prefixed "
+        f'<p class="note">Values are percents (exam scores: SmartScore points), with {_interval_method(bootstrap)} '
+        f"in brackets. Plots show the <b>{escape(split)}</b> split; rows prefixed "
         f"{escape(PAPER_PREFIX)} are the paper's reported test results (Table 2, Table 8).</p>"
     )
     own = combined.filter(~pl.col("model").str.starts_with(PAPER_PREFIX) & (pl.col("split") == split))
@@ -415,11 +404,12 @@ def _evaluation_section(
     parts.append(_summary_table(combined.filter(pl.col("split") == split)))
 
     grade_cells = _select(own, "accuracy", "grade")
-    if grade_cells.height:
-        grades = sorted((g for g in grade_cells["group_value"].unique().to_list() if g != NO_GRADE), key=_grade_sort_key)
-        if grades:
-            parts.append("<h3>Accuracy per grade</h3>")
-            parts.append(_lines(figures, grade_cells, grades, "Accuracy per grade (bands: 95% intervals).", "accuracy (%)", "grade"))
+    grades = sorted((g for g in grade_cells["group_value"].unique().to_list() if g != NO_GRADE), key=_grade_sort_key)
+    parts.append("<h3>Accuracy per grade</h3>")
+    if grades:
+        parts.append(_lines(figures, grade_cells, grades, "Accuracy per grade (bands: 95% intervals).", "accuracy (%)", "grade"))
+    else:
+        parts.append(_absent("No per-grade plot: no evaluated question has a grade."))
 
     choice_cells = _select(own, "accuracy", "num_choices")
     if choice_cells.height:
@@ -458,16 +448,20 @@ def _evaluation_section(
         parts.append("<h3>Accuracy by question type (first word)</h3>")
         parts.append(_pivot_table(type_cells, types, "first word"))
 
+    parts.append("<h3>Calibration</h3>")
+    rel_models: list[str] = []
     if reliability is not None and reliability.height:
         rel = reliability.filter(pl.col("split") == split) if "split" in reliability.columns else reliability
         rel_models = _ordered_models(rel["model"].unique().to_list())
         if rel_models:
-            parts.append("<h3>Calibration</h3>")
             parts.append(
                 _reliability_figure(
                     figures, rel, rel_models, "Reliability diagrams: accuracy per confidence bin (10 bins); dotted: perfect calibration."
                 )
             )
+    without = [m for m in _ordered_models(own["model"].unique().to_list()) if m not in rel_models]
+    if without:
+        parts.append(_absent(f"No calibration panel for {', '.join(without)}: the predictions carry no confidences."))
 
     others = own.filter(pl.col("metric").is_in(["ece", "failed_rate", "circular_accuracy", "random_expected"]) & (pl.col("group_by").is_in(["micro", "macro"])))
     if others.height:
@@ -489,16 +483,26 @@ def _evaluation_section(
                 figures,
                 pl.concat([exam_own, exam_paper], how="vertical"),
                 exam_subjects,
-                "Exam score per subject: mean over skills (whiskers: 95% intervals over skills; hatched: the paper's Table 8). "
-                "Dotted: 90, IXL's 'excellent'.",
+                "Exam score per subject: mean over scored skills; technology (scored by accuracy): the subject accuracy "
+                "(whiskers: 95% intervals; hatched: the paper's Table 8). Dotted: 90, IXL's 'excellent'.",
                 "exam score",
                 reference_line=90.0,
             )
         )
+        caveat = _thin_exam_caveat(exam_own, smartscore_rules)
+        if caveat:
+            parts.append(f'<p class="note caveat">{escape(caveat)}</p>')
         exam_grades = _select(own, "exam_score", "grade")
         grades = sorted((g for g in exam_grades["group_value"].unique().to_list() if g != NO_GRADE), key=_grade_sort_key)
         if grades:
-            parts.append(_lines(figures, exam_grades, grades, "Exam score per grade (mean over skills).", "exam score", "grade"))
+            parts.append(_lines(figures, exam_grades, grades, "Exam score per grade (mean over scored skills).", "exam score", "grade"))
+        else:
+            parts.append(_absent("No exam score per grade: no scored skill has a grade."))
+    else:
+        parts.append("<h3>Exam scores (simulated SmartScore)</h3>")
+        parts.append(_absent(
+            "No exam scores: no skill has enough test questions to be scored (see the minimum in the parameters below)."
+        ))
     if smartscore_lines:
         parts.append("<h3>SmartScore simulation parameters</h3><ul>")
         parts.extend(f"<li>{escape(line)}</li>" for line in smartscore_lines)
@@ -527,7 +531,17 @@ def _dataset_section(dataset_stats: pl.DataFrame | None) -> str:
     return "\n".join(parts)
 
 
-def _profiles_section(profiles: pl.DataFrame | None) -> str:
+def _report_colors(metrics: pl.DataFrame | None, profiles: pl.DataFrame | None) -> dict[str, str]:
+    """One colour per model for the whole page: every model of the metrics and the profiles."""
+    names: set[str] = set()
+    if metrics is not None and "model" in metrics.columns:
+        names |= set(metrics["model"].unique().to_list())
+    if profiles is not None and "profile_of" in profiles.columns:
+        names |= {m for m in profiles["profile_of"].unique().to_list() if m != "dataset"}
+    return model_colors(names | set(reference_metrics()["model"].unique().to_list()))
+
+
+def _profiles_section(profiles: pl.DataFrame | None, colors: dict[str, str] | None = None) -> str:
     parts = ["<h2>CogME profiles</h2>"]
     if profiles is None or profiles.height == 0:
         parts.append('<p class="note">No profiles in this build.</p>')
@@ -537,7 +551,7 @@ def _profiles_section(profiles: pl.DataFrame | None) -> str:
     except ImportError:
         render_profiles_html = None
     if render_profiles_html is not None:
-        parts.append(render_profiles_html(profiles))
+        parts.append(render_profiles_html(profiles, colors=colors))
     else:
         parts.append(html_table(profiles, digits=1))
     return "\n".join(parts)
@@ -549,6 +563,99 @@ def _run_info_section(run_info: Mapping[str, Any]) -> str:
         return ""
     rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in sorted(shown.items()))
     return f"<h2>Run</h2><table><tbody>{rows}</tbody></table>"
+
+
+THIN_EXAM_SKILLS = 10
+
+
+def _absent(why: str) -> str:
+    """The note that stands where a panel would be, saying why it is not there."""
+    return f'<p class="note absent">{escape(why)}</p>'
+
+
+def _signed_interval(low: Any, high: Any) -> str:
+    return "n/a" if low is None else f"[{low:+.1f}, {high:+.1f}]"
+
+
+def _comparison_section(comparisons: Sequence[Mapping[str, Any]] | None, metrics: pl.DataFrame | None) -> str:
+    """Each model minus the best floor baseline (``pipelines.evaluation.comparisons_with_best_baseline``)."""
+    if metrics is None or metrics.height == 0:
+        return ""
+    parts = ["<h2>Models against the best baseline</h2>"]
+    if not comparisons:
+        parts.append(
+            '<p class="note">No comparison: it needs at least one floor baseline (random, most-frequent-position, '
+            "longest-option) and one other model evaluated on the same split.</p>"
+        )
+        return "\n".join(parts)
+    first = comparisons[0]
+    parts.append(
+        f'<p class="note">Difference in accuracy, percentage points, against <b>{escape(first["model_b"])}</b> '
+        f'(the floor baseline with the highest macro accuracy) on the <b>{escape(first["split"])}</b> split. '
+        "Macro: mean of the per-subject paired differences, 95% normal interval with subjects as independent "
+        "strata; micro and per subject: 95% cluster-robust paired intervals and McNemar's exact test. "
+        "The same table comes from <code>stemforge compare A B</code>.</p>"
+    )
+    subjects = sorted({s for c in comparisons for s in c["subjects"]})
+    columns = ["model", "macro difference", "macro 95% interval", "micro difference", "micro 95% interval", "McNemar p (micro)"]
+    columns += [f"{s} difference (p)" for s in subjects]
+    rows = []
+    for c in comparisons:
+        macro, micro = c["macro"], c["micro"]
+        row = [
+            c["model_a"],
+            f"{macro['difference']:+.1f}",
+            _signed_interval(macro["ci_low"], macro["ci_high"]),
+            f"{micro['difference']:+.1f}",
+            _signed_interval(micro["ci_low"], micro["ci_high"]),
+            f"{micro['mcnemar_p']:.3g}",
+        ]
+        for s in subjects:
+            r = c["subjects"].get(s)
+            row.append("-" if r is None else f"{r['difference']:+.1f} ({r['mcnemar_p']:.3g})")
+        rows.append(row)
+    parts.append(html_table(pl.DataFrame(rows, schema=columns, orient="row")))
+    return "\n".join(parts)
+
+
+def _interval_method(bootstrap: int) -> str:
+    if bootstrap > 0:
+        return f"95% intervals from a clustered bootstrap ({bootstrap} replicates)"
+    return (
+        "95% Wilson intervals on a cluster-robust effective n (questions sharing an image form a cluster; "
+        "exam scores: normal intervals over skills)"
+    )
+
+
+def _thin_exam_caveat(exam_subjects: pl.DataFrame, rules: Any) -> str:
+    """A warning when a SmartScore subject's exam score rests on fewer than THIN_EXAM_SKILLS skills."""
+    accuracy_subjects = set(getattr(rules, "accuracy_subjects", ("technology",)))
+    counts = (
+        exam_subjects.filter(~pl.col("group_value").is_in(list(accuracy_subjects)))
+        .group_by("group_value")
+        .agg(pl.col("n").max())
+        .sort("group_value")
+    )
+    thin = [(subject, int(n)) for subject, n in counts.iter_rows() if n is not None and n < THIN_EXAM_SKILLS]
+    if not thin:
+        return ""
+    listed = ", ".join(f"{subject} {n} skill{'s' if n != 1 else ''}" for subject, n in thin)
+    minimum = getattr(rules, "min_questions", None)
+    rule = f"Skills with fewer than {minimum} test questions are not scored; " if minimum else ""
+    return (
+        f"Thin coverage: these exam scores rest on few skills ({listed}; the paper scored 40 maths and 30 "
+        f"science skills). {rule}a skill with few questions caps the score (10 points per question up to 50), "
+        "so read these bars as rough, not against the 90 line."
+    )
+
+
+def _smartscore_rules(run_info: Mapping[str, Any]) -> Any:
+    rules = run_info.get("smartscore_rules")
+    if isinstance(rules, Mapping):
+        from pipelines.smartscore import SmartScoreRules
+
+        return SmartScoreRules.from_mapping(rules)
+    return rules
 
 
 def _smartscore_lines(run_info: Mapping[str, Any]) -> list[str]:
@@ -570,18 +677,27 @@ def render_report(
     metrics: pl.DataFrame | None = None,
     reliability: pl.DataFrame | None = None,
     profiles: pl.DataFrame | None = None,
+    comparisons: Sequence[Mapping[str, Any]] | None = None,
     run_info: Mapping[str, Any] | None = None,
 ) -> str:
     """The report's HTML text (see ``write_report``)."""
     run_info = dict(run_info or {})
     title = str(run_info.get("title", "stemforge report"))
-    figures = _Figures()
+    figures = _Figures(_report_colors(metrics, profiles))
     body = [
         f"<h1>{escape(title)}</h1>",
         _run_info_section(run_info),
         _dataset_section(dataset_stats),
-        _evaluation_section(figures, metrics, reliability, _smartscore_lines(run_info)),
-        _profiles_section(profiles),
+        _evaluation_section(
+            figures,
+            metrics,
+            reliability,
+            _smartscore_lines(run_info),
+            bootstrap=int(run_info.get("bootstrap", 0) or 0),
+            smartscore_rules=_smartscore_rules(run_info),
+        ),
+        _comparison_section(comparisons, metrics),
+        _profiles_section(profiles, figures.colors),
     ]
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -598,6 +714,7 @@ def write_report(
     metrics: pl.DataFrame | None = None,
     reliability: pl.DataFrame | None = None,
     profiles: pl.DataFrame | None = None,
+    comparisons: Sequence[Mapping[str, Any]] | None = None,
     run_info: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write the self-contained report to ``path`` (atomically) and return the path.
@@ -609,7 +726,12 @@ def write_report(
     """
     target = Path(path)
     text = render_report(
-        dataset_stats=dataset_stats, metrics=metrics, reliability=reliability, profiles=profiles, run_info=run_info
+        dataset_stats=dataset_stats,
+        metrics=metrics,
+        reliability=reliability,
+        profiles=profiles,
+        comparisons=comparisons,
+        run_info=run_info,
     )
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")

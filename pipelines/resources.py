@@ -33,6 +33,8 @@ class StemforgeSettings(dg.ConfigurableResource):
     models: list[str] = list(BuildSettings.models)
     eval_splits: list[str] = list(BuildSettings.eval_splits)
     bootstrap: int = BuildSettings.bootstrap
+    exam_skills: str = BuildSettings.exam_skills
+    exam_min_questions: int = BuildSettings.exam_min_questions
     taxonomy: str = BuildSettings.taxonomy
     manual_tags: str = BuildSettings.manual_tags
     rows_per_shard: int = BuildSettings.rows_per_shard

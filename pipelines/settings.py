@@ -48,6 +48,11 @@ class BuildSettings:
     models: tuple[str, ...] = DEFAULT_MODELS
     eval_splits: tuple[str, ...] = ("test",)
     bootstrap: int = 0  # 0: cluster-robust CLT intervals; N: a clustered bootstrap of N replicates
+    # exam scores (pipelines/smartscore.py): "all" skills, or "paper": a seeded sample of 40 maths
+    # and 30 science skills (engineering, technology all); skills with fewer test questions than
+    # exam_min_questions are not scored
+    exam_skills: str = "all"
+    exam_min_questions: int = 5
     # profiles
     taxonomy: str = "stem"
     manual_tags: str = ""  # a CSV of manual CogME annotations, optional

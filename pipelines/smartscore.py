@@ -12,12 +12,21 @@ number here is OUR ASSUMPTION, kept in ``SmartScoreRules`` (printed in the repor
 * a skill's exam score is the mean final score over ``sessions`` simulated sessions, each
   with its own question order; the orders depend only on (seed, split, skill, question ids)
   so every model sits the same exams;
-* subjects in ``accuracy_subjects`` (default technology: Triviaplaza has no SmartScore,
-  and the paper's Table 8 uses accuracy there) get the skill accuracy (percent) instead.
+* subjects in ``accuracy_subjects`` (default technology: Triviaplaza has no SmartScore)
+  are scored by accuracy as in the paper's Table 8, where the technology exam score equals
+  the subject accuracy: the subject value is the accuracy over all its questions (n =
+  questions), and each of its skills gets the skill accuracy;
+* a SmartScore skill with fewer than ``min_questions`` questions in the split (default 5:
+  below that even a model answering everything right cannot pass 50) is not scored: no skill
+  row, and it is left out of the subject, grade and macro means;
+* ``skill_sample``: ``"all"`` scores every eligible skill; ``"paper"`` scores a seeded random
+  sample of eligible skills per (split, subject) of the sizes in ``sample_sizes`` (the paper:
+  40 maths and 30 science skills; engineering and technology all), the same for every model.
 
 Aggregates (metric ``exam_score`` in the ``metrics`` schema, values in SmartScore points):
 ``skill`` (group value ``<grade>/<skill>``, n = the model's questions in the skill, no
-interval), ``subject`` and ``grade`` (mean over skills, n = skills; 95% interval over skills:
+interval), ``subject`` and ``grade`` (mean over scored skills, n = skills scored; accuracy
+subjects: n = questions; 95% interval over skills (questions):
 normal, mean +- 1.96 sd/sqrt(skills), or a bootstrap resampling skills when
 ``bootstrap > 0``), ``macro`` (mean over subjects; subjects as independent strata).
 Questions a model has no row for are skipped in its sessions.
@@ -25,6 +34,7 @@ Questions a model has no row for are skipped in its sessions.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import asdict, dataclass, fields
 from typing import Iterable, Mapping, Sequence
 
@@ -48,6 +58,8 @@ from pipelines.metrics import (
 )
 
 NO_QUESTION = -1
+SKILL_SAMPLES = ("all", "paper")
+PAPER_SAMPLE_SIZES: tuple[tuple[str, int], ...] = (("math", 40), ("science", 30))
 
 
 @dataclass(frozen=True)
@@ -65,8 +77,19 @@ class SmartScoreRules:
     budget: int = 50
     sessions: int = 20
     accuracy_subjects: tuple[str, ...] = ("technology",)
+    min_questions: int = 5
+    skill_sample: str = "all"
+    sample_sizes: tuple[tuple[str, int], ...] = PAPER_SAMPLE_SIZES
 
     def __post_init__(self) -> None:
+        if self.min_questions < 1:
+            raise MetricsInputError("SmartScoreRules.min_questions must be >= 1")
+        if self.skill_sample not in SKILL_SAMPLES:
+            raise MetricsInputError(
+                f"SmartScoreRules.skill_sample must be one of {', '.join(SKILL_SAMPLES)}, not {self.skill_sample!r}"
+            )
+        if any(int(size) < 1 for _, size in self.sample_sizes):
+            raise MetricsInputError("SmartScoreRules.sample_sizes must be >= 1")
         for name in ("correct_steps", "wrong_steps"):
             steps = getattr(self, name)
             if not steps:
@@ -103,6 +126,10 @@ class SmartScoreRules:
         for name in ("correct_steps", "wrong_steps"):
             if name in values:
                 values[name] = tuple((int(lower), int(step)) for lower, step in values[name])  # type: ignore[union-attr]
+        if "sample_sizes" in values:
+            raw = values["sample_sizes"]
+            pairs = raw.items() if isinstance(raw, Mapping) else raw
+            values["sample_sizes"] = tuple((str(subject), int(size)) for subject, size in pairs)  # type: ignore[union-attr]
         if "accuracy_subjects" in values:
             values["accuracy_subjects"] = tuple(str(s) for s in values["accuracy_subjects"])  # type: ignore[union-attr]
         return cls(**values)  # type: ignore[arg-type]
@@ -123,9 +150,22 @@ class SmartScoreRules:
             f"score clamped to [{self.floor}, {self.ceiling}]; a session stops at {self.ceiling}, "
             f"after {self.budget} questions, or when the skill's questions run out (no replacement)",
             f"exam score of a skill = mean final score over {self.sessions} sessions (seeded orders)",
-            "subjects scored by accuracy instead: " + (", ".join(self.accuracy_subjects) or "none"),
+            "subjects scored by accuracy instead (subject value = accuracy over all its questions, "
+            "as in the paper's Table 8): " + (", ".join(self.accuracy_subjects) or "none"),
+            f"a skill with fewer than {self.min_questions} questions in the split is not scored "
+            "(n of a subject = skills scored)",
+            self._sample_line(),
             "these increments are our assumptions: IXL's real ones are proprietary",
         ]
+
+    def _sample_line(self) -> str:
+        if self.skill_sample == "all":
+            return "skills scored: all eligible skills of every subject"
+        sizes = ", ".join(f"{size} {subject}" for subject, size in self.sample_sizes)
+        return (
+            f"skills scored: a seeded random sample per subject ({sizes}; other subjects all), "
+            "as in the paper, the same skills for every model"
+        )
 
 
 def simulate_session(correct_sequence: Iterable[bool], rules: SmartScoreRules = SmartScoreRules()) -> list[int]:
@@ -207,6 +247,29 @@ def session_orders(questions: pl.DataFrame, rules: SmartScoreRules, seed: int) -
     return exams.drop("size"), index
 
 
+def scored_skills(questions: pl.DataFrame, rules: SmartScoreRules, seed: int) -> pl.DataFrame:
+    """The (split, skill_key) exams that are scored: accuracy-subject skills all; SmartScore
+    skills with at least ``min_questions`` questions, sampled per (split, subject) when
+    ``skill_sample == "paper"`` (seeded by ``seed`` and the subject name only)."""
+    sizes = questions.group_by(["split", "subject", "skill_key"]).agg(pl.len().alias("size")).sort(
+        ["split", "subject", "skill_key"]
+    )
+    by_accuracy = pl.col("subject").is_in(list(rules.accuracy_subjects))
+    eligible = sizes.filter(by_accuracy | (pl.col("size") >= rules.min_questions))
+    if rules.skill_sample == "all":
+        return eligible.select("split", "skill_key")
+    quota = dict(rules.sample_sizes)
+    kept = [eligible.filter(by_accuracy).select("split", "skill_key")]
+    for (split, subject), group in eligible.filter(~by_accuracy).group_by(["split", "subject"], maintain_order=True):
+        keys = group["skill_key"].to_list()
+        size = quota.get(str(subject))
+        if size is not None and size < len(keys):
+            rng = np.random.default_rng([seed, zlib.crc32(f"{split}/{subject}".encode())])
+            keys = sorted(keys[i] for i in rng.choice(len(keys), size=size, replace=False))
+        kept.append(pl.DataFrame({"split": [split] * len(keys), "skill_key": keys}, schema={"split": pl.String, "skill_key": pl.String}))
+    return pl.concat(kept, how="vertical")
+
+
 def exam_scores(
     scored: pl.DataFrame,
     rules: SmartScoreRules = SmartScoreRules(),
@@ -243,6 +306,7 @@ def exam_scores(
     if questions.height != questions.unique(["split", "question_id"]).height:
         raise MetricsInputError("a question id appears under two different skills")
     exams, index = session_orders(questions, rules, seed)
+    chosen = scored_skills(questions, rules, seed)
     ordered_ids = questions.sort(["split", "skill_key", "question_id"]).select(
         "split", "question_id", pl.int_range(pl.len(), dtype=pl.Int64).alias("question_index")
     )
@@ -250,6 +314,7 @@ def exam_scores(
     n_questions = ordered_ids.height
     sessions = rules.sessions
     skill_rows = []
+    accuracy_units = []
     for model in sorted(with_index["model"].unique().to_list()):
         mine = with_index.filter(pl.col("model") == model)
         if mine.select(pl.col("question_index").n_unique()).item() != mine.height:
@@ -266,6 +331,7 @@ def exam_scores(
         rows = (
             exams.with_columns(pl.Series("simulated", per_exam, dtype=pl.Float64))
             .join(stats, on=["split", "skill_key"], how="inner")
+            .join(chosen, on=["split", "skill_key"], how="semi")
             .with_columns(
                 pl.when(pl.col("subject").is_in(list(rules.accuracy_subjects)))
                 .then(pl.col("accuracy"))
@@ -275,12 +341,26 @@ def exam_scores(
             )
         )
         skill_rows.append(rows)
+        accuracy_units.append(
+            mine.filter(pl.col("subject").is_in(list(rules.accuracy_subjects))).select(
+                pl.lit(model).alias("model"), "split", "subject", "question_id", pl.col("correct").cast(pl.Float64)
+            )
+        )
     skills = pl.concat(skill_rows, how="vertical") if skill_rows else pl.DataFrame()
-    return sort_metrics(_aggregate(skills, bootstrap=bootstrap, seed=seed))
+    if skills.height == 0:
+        return empty_metrics()
+    units = pl.concat(accuracy_units, how="vertical")
+    return sort_metrics(_aggregate(skills, units, rules, bootstrap=bootstrap, seed=seed))
 
 
-def _aggregate(skills: pl.DataFrame, *, bootstrap: int, seed: int) -> pl.DataFrame:
-    """Skill rows plus means over skills per subject and grade and the macro over subjects."""
+def _aggregate(
+    skills: pl.DataFrame, accuracy_units: pl.DataFrame, rules: SmartScoreRules, *, bootstrap: int, seed: int
+) -> pl.DataFrame:
+    """Skill rows plus means over skills per subject and grade and the macro over subjects.
+
+    A subject in ``rules.accuracy_subjects`` averages its questions (``accuracy_units``)
+    instead of its skills, so its value is the subject accuracy.
+    """
     # a fixed row order: the float means below then sum in the same order on every run
     skills = skills.sort(["model", "split", "skill_key"])
     parts = [
@@ -308,6 +388,22 @@ def _aggregate(skills: pl.DataFrame, *, bootstrap: int, seed: int) -> pl.DataFra
             (pl.col("value") / PERCENT).alias("num"),
             pl.lit(1.0).alias("den"),
         )
+        if column == "subject":
+            per_skill = pl.concat(
+                [
+                    per_skill.filter(~pl.col("group_value").is_in(list(rules.accuracy_subjects))),
+                    accuracy_units.select(
+                        "model",
+                        "split",
+                        pl.lit(group_by).alias("group_by"),
+                        pl.col("subject").alias("group_value"),
+                        pl.col("question_id").alias("cluster"),
+                        pl.col("correct").alias("num"),
+                        pl.lit(1.0).alias("den"),
+                    ),
+                ],
+                how="vertical",
+            ).sort(["model", "split", "group_value", "cluster"])
         values = (
             per_skill.group_by(["model", "split", "group_value"], maintain_order=True)
             .agg(

@@ -49,7 +49,8 @@ def test_every_asset_has_a_description_owner_and_kinds():
 def test_checks_are_attached():
     keys = {key.name for checks in all_asset_checks for key in checks.check_keys}
     assert {"no_identity_twice", "kept_questions_are_valid", "latex_is_valid", "answer_position_uniform",
-            "answer_content_unchanged", "no_split_leakage", "split_proportions", "export_invariants"} <= keys
+            "answer_content_unchanged", "kept_order_keys_match_source", "no_split_leakage", "split_proportions",
+            "export_invariants"} <= keys
 
 
 def test_warehouse_writer_is_in_its_pool():
@@ -83,3 +84,17 @@ def test_the_resource_carries_every_build_setting():
     assert missing == set()
     custom = BuildSettings(home="/tmp/x", sources=("demo", "jsonl:/a"), seed=3, models=("random",), crawl_timeout=3.0)
     assert StemforgeSettings.from_settings(custom).settings() == custom
+
+
+def test_every_published_table_comes_from_an_asset_the_warehouse_depends_on():
+    from pipelines.lineage import WAREHOUSE_TABLE_ASSETS
+    from pipelines.warehouse import WAREHOUSE_TABLES
+
+    assert set(WAREHOUSE_TABLE_ASSETS) == set(WAREHOUSE_TABLES)
+    graph = defs.resolve_asset_graph()
+    parents = {key.to_user_string() for key in graph.get(dg.AssetKey("warehouse")).parent_keys}
+    every_asset = {key.to_user_string() for key in graph.get_all_asset_keys()}
+    for table, writers in WAREHOUSE_TABLE_ASSETS.items():
+        assert writers and set(writers) <= every_asset, table
+        assert set(writers) <= parents, f"warehouse publishes {table} but does not depend on {set(writers) - parents}"
+    assert "dataset_statistics" in parents and "stem_export" in parents

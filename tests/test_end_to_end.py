@@ -146,6 +146,13 @@ def test_eval_imports_jsonl_and_preds_txt(built, tmp_path):
     n = run_query(home, "SELECT count(*) FROM predictions WHERE model = 'always-first'").rows[0][0]
     assert n == len(test)
     assert run_query(home, "SELECT count(*) FROM metrics WHERE model = 'always-first' AND group_by = 'macro'").rows[0][0] >= 1
+    latest = dg.DagsterInstance.from_config(str(home.dagster)).get_runs(limit=1)[0]
+    assert latest.tags["stemforge/command"] == "eval"
+    compared = stemforge("compare", "always-first", "random", home=home)
+    assert compared.returncode == 0, compared.stderr
+    assert "always-first minus random" in compared.stdout and "macro (" in compared.stdout and "McNemar" in compared.stdout
+    unknown = stemforge("compare", "always-first", "nobody", home=home)
+    assert unknown.returncode == 2 and "no predictions" in unknown.stderr
     preds = tmp_path / "preds.txt"
     preds.write_text("\n".join("1" for _ in test) + "\n")
     out = stemforge("eval", "--predictions", str(preds), "--model", "always-second", home=home)
@@ -154,6 +161,29 @@ def test_eval_imports_jsonl_and_preds_txt(built, tmp_path):
     short.write_text("0\n")
     bad = stemforge("eval", "--predictions", str(short), "--model", "x", home=home)
     assert bad.returncode == 2 and "line" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_kept_order_questions_match_the_site_truth(built):
+    """Figure-label options and options that refer to others keep the site's order and key."""
+    from pipelines.demo_site.generator import SiteConfig
+    from pipelines.demo_site.truth import CANONICAL_BASE, iter_truth
+
+    home, _ = built
+    records = list(iter_truth(SiteConfig(seed=BuildSettings().seed, questions=300)))[1:]
+    truth = {CANONICAL_BASE + r["url"].lstrip("/"): r for r in records}
+    rows = run_query(home, "SELECT source_key, shuffle, choices, answer_idx, permutation FROM questions").rows
+    recorded = {}
+    for source_key, shuffle, choices, answer_idx, permutation in rows:
+        site = truth[source_key]
+        recorded[shuffle] = recorded.get(shuffle, 0) + 1
+        if site["option_order"] != "shuffled":
+            assert shuffle == site["option_order"], source_key
+            assert list(choices) == site["choices"] and list(permutation) == list(range(len(choices)))
+            assert answer_idx == site["answer_idx"]
+        elif shuffle != "shuffled":
+            # the one ambiguous case: numbers 1, 2, 3 in order read as figure labels (harmless: kept in order)
+            assert shuffle == "kept-order:figure-labels" and list(choices) == [str(j + 1) for j in range(len(choices))]
+    assert recorded.get("kept-order:figure-labels", 0) >= 3 and recorded.get("kept-order:refers-to-options", 0) >= 3
 
 
 def test_bad_source_is_a_one_line_error(tmp_path):

@@ -175,9 +175,21 @@ def test_every_hostile_page_is_quarantined_with_its_reason(crawled):
         rows = by_key.get(url)
         assert rows, f"{path} was neither landed nor quarantined"
         assert [r["stage"] for r in rows] == [stage], (path, rows)
-        assert fragment.lower() in rows[0]["reason"].lower(), (path, rows[0]["reason"])
+        said = f"{rows[0]['reason']}: {rows[0]['detail'] or ''}"
+        assert fragment.lower() in said.lower(), (path, said)
         assert "\n" not in rows[0]["reason"]
     assert set(crawled["questions"]["source_key"]) == {base + "q/good", base + "q/markup"}
+
+
+def test_quarantine_reasons_are_stable_categories_with_specifics_in_detail(crawled):
+    quarantine = crawled["quarantine"]
+    assert not quarantine.filter(pl.col("reason").str.contains("http|127\\.0\\.0|localhost")).height
+    redirects = quarantine.filter((pl.col("stage") == "crawl") & pl.col("reason").str.contains("not on allow-list"))
+    # URLs redirected to two different hosts: one reason, the hosts in detail
+    assert redirects["reason"].unique().to_list() == ["redirect to host not on allow-list"]
+    assert set(redirects["detail"]) == {"127.0.0.2", "localhost"}
+    missing = quarantine.filter(pl.col("reason") == "image unavailable (not in the raw store)")
+    assert missing.height == 3 and all(d.startswith(("http", "file:", "data:")) for d in missing["detail"])
 
 
 def test_nothing_refused_reaches_the_image_store(crawled):

@@ -253,7 +253,7 @@ def built(tmp_path_factory):
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-    return settings, first, second, stamps
+    return settings, first, second, stamps, again.summary
 
 
 def _materializations() -> dict[str, dict]:
@@ -279,13 +279,18 @@ MEMOIZED_ASSETS = (
 
 
 def test_no_change_rebuild_through_dagster_skips_every_stage(built):
-    settings, first, second, stamps = built
+    settings, first, second, stamps, summary = built
     assert {name for name in MEMOIZED_ASSETS if second[name].get("skipped") is not True} == set()
     assert second["warehouse"]["skipped_unchanged"] is True
     crawls = second["crawled_pages"]["crawls"]
     (crawl_report,) = crawls.values()
     assert crawl_report["requested"] <= 5 and crawl_report["downloaded"] <= 4  # robots.txt and sitemaps only
     assert _lake_stamps(settings.data_home) == stamps  # nothing in the lake or the export was rewritten
+    assert second["report"]["skipped"] is True and second["dataset_statistics"]["skipped"] is True
+    assert second["raw_questions"]["skipped"] is True
+    # the summary says what was reused instead of repeating the full build summary
+    assert summary.splitlines()[0].endswith(f"nothing changed, {len(second)} stages reused")
+    assert "raw questions per source" not in summary
 
 
 def test_no_change_stage_calls_skip_and_write_nothing(built):

@@ -13,6 +13,7 @@ from pipelines.metrics import (
     Z_95,
     MetricsInputError,
     circular_accuracy,
+    compare_models,
     compute_metrics,
     mcnemar_exact_p,
     paired_comparison,
@@ -373,3 +374,26 @@ def test_reference_rows_hold_the_papers_tables():
     human = reference.filter((pl.col("model") == "paper:Human") & (pl.col("metric") == "exam_score"))
     assert sorted(human["value"]) == [68.6, 90.0, 90.0, 90.0]
     assert set(reference["split"]) == {"test"}
+
+
+def test_compare_models_gives_the_macro_and_per_subject_paired_difference():
+    # math: a right on 4 of 4, b on 2 of 4; science: a right on 1 of 2, b on 2 of 2
+    rows = []
+    for subject, a_right, b_right, size in (("math", {0, 1, 2, 3}, {0, 1}, 4), ("science", {0}, {0, 1}, 2)):
+        for i in range(size):
+            for model, right in (("a", a_right), ("b", b_right)):
+                rows.append({"model": model, "question_id": f"{subject}{i}", "subject": subject, "correct": i in right})
+    result = compare_models(make_scored(rows), "a", "b", "test")
+    assert result["subjects"]["math"]["difference"] == pytest.approx(50.0)
+    assert result["subjects"]["science"]["difference"] == pytest.approx(-50.0)
+    assert result["macro"]["difference"] == pytest.approx(0.0)  # mean of subjects, not of questions
+    assert result["micro"]["difference"] == pytest.approx(100 * (5 - 4) / 6)
+    assert result["macro"]["subjects"] == 2
+    assert result["macro"]["ci_low"] < 0.0 < result["macro"]["ci_high"]
+    se = [result["subjects"][s]["se"] for s in ("math", "science")]
+    half = 1.959963984540054 * math.sqrt(se[0] ** 2 + se[1] ** 2) / 2
+    assert result["macro"]["ci_high"] == pytest.approx(min(100.0, half))
+    assert (result["micro"]["a_only"], result["micro"]["b_only"]) == (2, 1)
+    assert result["subjects"]["math"]["mcnemar_p"] == pytest.approx(mcnemar_exact_p(2, 0))
+    with pytest.raises(MetricsInputError, match="no predictions"):
+        compare_models(make_scored(rows), "a", "zzz", "test")

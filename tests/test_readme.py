@@ -48,3 +48,15 @@ def test_latex_example_output_is_what_the_readme_says():
 def test_documented_report_queries_exist():
     for name in re.findall(r"sql/reports/(\w+\.sql)", README):
         assert (Path(__file__).resolve().parent.parent / "sql" / "reports" / name).exists()
+
+
+def test_python_snippets_say_what_they_need_beyond_the_base_install():
+    import importlib.util
+
+    for block in re.findall(r"```python\n(.*?)```", README, re.DOTALL):
+        for module in re.findall(r"^import (\w+)", block, re.MULTILINE):
+            if module in ("polars", "duckdb", "json", "pathlib"):
+                continue
+            assert f"pip install {module}" in block or importlib.util.find_spec(module) is not None, module
+        if "datasets" in block:
+            assert "pip install datasets" in block

@@ -116,6 +116,81 @@ def test_report_is_deterministic_and_written_atomically(report_inputs, report_ht
     assert sorted(p.name for p in path.parent.iterdir()) == ["index.html"]
 
 
+def test_report_names_the_interval_method_and_the_exam_rules(report_inputs, report_html):
+    assert "clustered-bootstrap" not in report_html
+    assert "Wilson intervals on a cluster-robust effective n" in report_html
+    boot = render_report(**{**report_inputs, "run_info": {**report_inputs["run_info"], "bootstrap": 500}})
+    assert "clustered bootstrap (500 replicates)" in boot
+    assert "fewer than 5 questions" in report_html and "skills scored: all eligible skills" in report_html
+    paper = SmartScoreRules(skill_sample="paper").as_dict()
+    sampled = render_report(**{**report_inputs, "run_info": {**report_inputs["run_info"], "smartscore_rules": paper}})
+    assert "40 math, 30 science" in sampled
+
+
+def test_exam_plot_warns_when_few_skills_are_scored(report_inputs, report_html):
+    # the synthetic data has 6 skills per subject: below the 10 the caveat asks for
+    assert "Thin coverage" in report_html and "Skills with fewer than 5 test questions are not scored" in report_html
+    many = synthetic_scored()
+    many = many.with_columns((pl.col("skill") + "-" + pl.col("grade").fill_null("x") + (pl.int_range(pl.len()) % 3).cast(pl.String)).alias("skill"))
+    metrics = pl.concat([compute_metrics(many), exam_scores(many, SmartScoreRules(), seed=1)])
+    exam = metrics.filter((pl.col("metric") == "exam_score") & (pl.col("group_by") == "subject") & (pl.col("group_value") != "technology"))
+    assert exam["n"].min() >= 10
+    assert "Thin coverage" not in render_report(**{**report_inputs, "metrics": metrics})
+
+
+def test_report_compares_each_model_with_the_best_baseline(report_inputs):
+    from pipelines.evaluation import comparisons_with_best_baseline
+
+    scored = synthetic_scored()
+    second = scored.filter(pl.col("model") == "random").with_columns(pl.lit("longest-option").alias("model"), pl.lit(False).alias("correct"))
+    comparisons = comparisons_with_best_baseline(pl.concat([scored, second]), "test")
+    assert [(c["model_a"], c["model_b"]) for c in comparisons] == [(EVIL_MODEL, "random")]  # random beats all-wrong
+    macro = comparisons[0]["macro"]
+    assert macro["ci_low"] < macro["difference"] < macro["ci_high"] and macro["difference"] > 20
+    html = render_report(**report_inputs, comparisons=comparisons)
+    assert "Models against the best baseline" in html and "McNemar" in html
+    assert "<img" not in html
+    assert "No comparison: it needs at least one floor baseline" in render_report(**report_inputs)
+    assert comparisons_with_best_baseline(scored.filter(pl.col("model") == "random"), "test") == []
+
+
+def test_a_model_has_one_colour_in_every_plot(report_inputs):
+    from pipelines.palette import model_colors
+
+    own = sorted(m for m in report_inputs["metrics"]["model"].unique().to_list() if not m.startswith("paper:"))
+    colors = model_colors(own + ["paper:x"])
+    assert [colors[m] for m in own] == list(MODEL_COLORS[: len(own)])
+    second = own[1]  # "random": the second colour of the page
+    # plots showing only "random" (its profile, its calibration) keep the page-wide colour
+    axes = ["Object", "Number", "Shape"]
+    profiles = pl.DataFrame(
+        {
+            "profile_of": ["dataset"] * 3 + [second] * 3,
+            "component": ["TARGET"] * 6,
+            "sub_component": axes * 2,
+            "value": [40.0, 30.0, 30.0, 50.0, 60.0, 70.0],
+            "n": [12] * 6,
+        }
+    )
+    html = render_report(**{**report_inputs, "profiles": profiles,
+                            "reliability": report_inputs["reliability"].filter(pl.col("model") == second)})
+    assert f'fill="{colors[second]}"' in html and f'fill="{MODEL_COLORS[0]}"' not in html.split("cogme-profiles")[-1]
+    figures = re.findall(r'<figure class="plot">.*?</figure>', html, re.DOTALL)
+    assert figures and all(colors[second].lower() in f.lower() for f in figures)
+
+
+def test_every_absent_panel_says_why(report_inputs):
+    no_confidence = render_report(**{**report_inputs, "reliability": report_inputs["reliability"].filter(pl.col("model") == "random")})
+    assert f"No calibration panel for {EVIL_MODEL}".replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;") in no_confidence
+    metrics = report_inputs["metrics"]
+    no_grades = metrics.filter(~((pl.col("group_by") == "grade") & (pl.col("group_value") != "(none)")))
+    text = render_report(**{**report_inputs, "metrics": no_grades})
+    assert "No per-grade plot" in text and "No exam score per grade" in text
+    no_exam = render_report(**{**report_inputs, "metrics": metrics.filter(pl.col("metric") != "exam_score")})
+    assert "No exam scores: no skill has enough test questions" in no_exam
+    assert "No calibration panel" not in render_report(**report_inputs)
+
+
 def test_empty_report_renders():
     text = render_report(run_info={"title": "empty"})
     assert "No evaluation results" in text and "<svg" not in text

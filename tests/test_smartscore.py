@@ -158,3 +158,68 @@ def test_rules_round_trip_through_a_config_mapping():
     assert SmartScoreRules.from_mapping(RULES.as_dict()) == RULES
     with pytest.raises(MetricsInputError, match="unknown"):
         SmartScoreRules.from_mapping({"bonus": 3})
+
+
+def test_technology_subject_score_is_the_subject_accuracy_as_in_table_8():
+    # html 3 of 6, css 2 of 2: the mean of skill accuracies would be 75, the subject accuracy is 5/8
+    scored = pl.concat(
+        [
+            skill_frame({"m": [True, False, True, False, True, False]}, skill="html", subject="technology", grade=None, prefix="h"),
+            skill_frame({"m": [True, True]}, skill="css", subject="technology", grade=None, prefix="c"),
+        ]
+    )
+    scores = exam_scores(scored, RULES, seed=1)
+    tech = pick(scores, "m", "subject", "technology")
+    assert tech["value"] == pytest.approx(62.5)
+    assert tech["n"] == 8  # questions
+    assert tech["ci_low"] < 62.5 < tech["ci_high"]
+    assert pick(scores, "m", "skill", "css")["value"] == 100.0  # skills still get their accuracy
+    boot = exam_scores(scored, RULES, seed=1, bootstrap=200)
+    assert pick(boot, "m", "subject", "technology")["value"] == pytest.approx(62.5)
+
+
+def test_skills_below_the_minimum_of_questions_are_not_scored():
+    scored = pl.concat(
+        [
+            skill_frame({"m": [True] * 40}, skill="add", prefix="a"),
+            skill_frame({"m": [True] * 4}, skill="tiny", prefix="t"),  # capped at 40 points: left out
+        ]
+    )
+    scores = exam_scores(scored, RULES, seed=1)
+    assert scores.filter(pl.col("group_value") == "grade-2/tiny").height == 0
+    math = pick(scores, "m", "subject", "math")
+    assert math["value"] == 100.0 and math["n"] == 1
+    lenient = exam_scores(scored, SmartScoreRules(min_questions=1), seed=1)
+    assert pick(lenient, "m", "subject", "math")["n"] == 2
+    assert pick(lenient, "m", "skill", "grade-2/tiny")["value"] == 40.0
+    assert exam_scores(skill_frame({"m": [True] * 3}), RULES, seed=1).height == 0
+    with pytest.raises(MetricsInputError, match="min_questions"):
+        SmartScoreRules(min_questions=0)
+    assert any("fewer than 5 questions" in line for line in RULES.describe())
+
+
+def test_paper_skill_sampling_is_seeded_and_takes_the_paper_sizes():
+    frames = [skill_frame({"a": [True] * 5, "b": [False] * 5}, skill=f"m{i:02d}", prefix=f"m{i:02d}") for i in range(50)]
+    frames += [skill_frame({"a": [True] * 5, "b": [False] * 5}, skill=f"s{i:02d}", subject="science", prefix=f"s{i:02d}") for i in range(35)]
+    frames += [skill_frame({"a": [True] * 5, "b": [False] * 5}, skill=f"e{i:02d}", subject="engineering", prefix=f"e{i:02d}") for i in range(45)]
+    scored = pl.concat(frames)
+    paper = SmartScoreRules(skill_sample="paper")
+    scores = exam_scores(scored, paper, seed=4)
+    assert {s: pick(scores, "a", "subject", s)["n"] for s in ("math", "science", "engineering")} == {
+        "math": 40,
+        "science": 30,
+        "engineering": 45,  # all, as in the paper
+    }
+
+    def skills_of(frame: pl.DataFrame, model: str) -> list[str]:
+        return sorted(frame.filter((pl.col("group_by") == "skill") & (pl.col("model") == model))["group_value"].to_list())
+
+    assert skills_of(scores, "a") == skills_of(scores, "b")  # every model sits the same sample
+    assert scores.equals(exam_scores(scored, paper, seed=4))
+    assert skills_of(exam_scores(scored, paper, seed=5), "a") != skills_of(scores, "a")
+    assert pick(exam_scores(scored, RULES, seed=4), "a", "subject", "math")["n"] == 50
+    assert any("40 math" in line for line in paper.describe())
+    assert SmartScoreRules.from_mapping({"skill_sample": "paper", "sample_sizes": {"math": 10}}).sample_sizes == (("math", 10),)
+    assert SmartScoreRules.from_mapping(paper.as_dict()) == paper
+    with pytest.raises(MetricsInputError, match="skill_sample"):
+        SmartScoreRules(skill_sample="some")

@@ -15,11 +15,12 @@ from html import escape
 
 import polars as pl
 
+from pipelines.palette import model_colors
+
 from .profiles import frequency_accuracy_relation
 
 COMPONENT_ORDER = ("TARGET", "CONTENT", "THINKING")
 # Colour-blind-friendly palette (Okabe-Ito), assigned to models in sorted order.
-PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
 RADAR_WIDTH = 480
 RADAR_HEIGHT = 360
 RADAR_RADIUS = 120
@@ -114,8 +115,10 @@ def _bars_svg(component: str, rows: list[tuple[str, float | None, int]]) -> str:
     return "".join(parts)
 
 
-def render_profiles_html(profiles: pl.DataFrame, heading: bool = False) -> str:
-    """The profiles section; ``heading`` adds its own <h2> (the assembled report supplies one)."""
+def render_profiles_html(profiles: pl.DataFrame, heading: bool = False, colors: dict[str, str] | None = None) -> str:
+    """The profiles section; ``heading`` adds its own <h2> (the assembled report supplies one);
+    ``colors``: the report's model colours (``pipelines.palette.model_colors``), so a model has
+    the same colour as in the other plots."""
     needed = ("profile_of", "component", "sub_component", "value", "n")
     missing = [c for c in needed if c not in profiles.columns]
     if missing:
@@ -129,7 +132,7 @@ def render_profiles_html(profiles: pl.DataFrame, heading: bool = False) -> str:
     dataset = profiles.filter(pl.col("profile_of") == "dataset")
     models = profiles.filter(pl.col("profile_of") != "dataset")
     model_names = sorted(models["profile_of"].unique().to_list())
-    colours = {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(model_names)}
+    colours = {**model_colors(model_names), **(colors or {})}
 
     out = ['<section class="cogme-profiles" id="cogme-profiles">', _STYLE]
     if heading:

@@ -286,7 +286,7 @@ def _check(q: ParsedQuestion) -> None:
     if n < 2:
         raise PageParseError(f"{q.layout} page has {n} option(s)")
     if not 0 <= q.answer_idx < n:
-        raise PageParseError(f"{q.layout} page: answer index {q.answer_idx} out of range for {n} options")
+        raise PageParseError(f"{q.layout} page has an answer index out of range: {q.answer_idx} for {n} options")
     if not q.subject:
         raise PageParseError(f"{q.layout} page names no subject")
     if not q.skill:
