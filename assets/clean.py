@@ -2,25 +2,24 @@
 
 import dagster as dg
 
-from pipelines.resources import StemforgeSettings
+from assets.resources import StemforgeSettings
 
-from ._meta import OWNERS, frame_metadata, json_metadata
-from .ingest import raw_questions
+from assets._meta import OWNERS, frame_metadata, json_metadata
+from assets.ingest import raw_questions
 
 
 @dg.asset(
     group_name="clean",
     kinds={"polars", "parquet"},
     owners=OWNERS,
-    code_version="1",
     deps=[raw_questions],
     description="Questions with at least one image (the paper's filter); text-only ones are quarantined.",
 )
 def multimodal_questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
-    from pipelines import stages
+    from pipelines.clean import stage
 
     home = stemforge.settings().data_home
-    figures = stages.filter_stage(home)
+    figures = stage.filter_stage(home)
     return dg.MaterializeResult(metadata={**json_metadata(figures), "dagster/row_count": figures["kept"]})
 
 
@@ -28,16 +27,15 @@ def multimodal_questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     group_name="clean",
     kinds={"pillow", "parquet"},
     owners=OWNERS,
-    code_version="1",
     deps=[multimodal_questions],
     description="Every referenced image: format, size and 64-bit perceptual hash (the `images` view).",
 )
 def image_index(stemforge: StemforgeSettings) -> dg.MaterializeResult:
-    from pipelines import stages
+    from pipelines.clean import stage
 
     home = stemforge.settings().data_home
-    figures = stages.image_index_stage(home)
-    frame = stages.read_lake(home, "images")
+    figures = stage.image_index_stage(home)
+    frame = stage.read_lake(home, "images")
     return dg.MaterializeResult(metadata={**frame_metadata(frame), **json_metadata(figures)})
 
 
@@ -45,7 +43,6 @@ def image_index(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     group_name="clean",
     kinds={"polars", "parquet"},
     owners=OWNERS,
-    code_version="1",
     deps=[multimodal_questions, image_index],
     description=(
         "Exact and near duplicates removed (text MinHash LSH + perceptual image hashes, each candidate "
@@ -54,11 +51,11 @@ def image_index(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     ),
 )
 def deduplicated_questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
-    from pipelines import stages
+    from pipelines.clean import stage
 
     settings = stemforge.settings()
-    figures = stages.dedup_stage(settings.data_home, settings)
-    frame = stages.read_lake(settings.data_home, "deduplicated")
+    figures = stage.dedup_stage(settings.data_home, settings)
+    frame = stage.read_lake(settings.data_home, "deduplicated")
     return dg.MaterializeResult(metadata={**frame_metadata(frame.drop("extra")), **json_metadata(figures)})
 
 
@@ -66,7 +63,6 @@ def deduplicated_questions(stemforge: StemforgeSettings) -> dg.MaterializeResult
     group_name="clean",
     kinds={"python", "parquet"},
     owners=OWNERS,
-    code_version="1",
     deps=[deduplicated_questions],
     description=(
         "Formulas in question texts and text options converted to Mathpix-style LaTeX by offline rules; "
@@ -74,11 +70,11 @@ def deduplicated_questions(stemforge: StemforgeSettings) -> dg.MaterializeResult
     ),
 )
 def latex_questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
-    from pipelines import stages
+    from pipelines.clean import stage
 
     home = stemforge.settings().data_home
-    figures = stages.latex_stage(home)
-    frame = stages.read_lake(home, "latex")
+    figures = stage.latex_stage(home)
+    frame = stage.read_lake(home, "latex")
     return dg.MaterializeResult(
         metadata={**frame_metadata(frame.select("question_id", "problem_original", "problem")), **json_metadata(figures)}
     )
@@ -86,12 +82,12 @@ def latex_questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
 
 def _checked(name: str, stemforge: StemforgeSettings, blocking: bool = False) -> dg.AssetCheckResult:
     """Run the library check ``name`` (memoized on the files it reads) as an asset check; a
-    blocking one's failure is remembered until it passes (``pipelines.blocking``)."""
+    blocking one's failure is remembered until it passes (``pipelines.store.blocking``)."""
     from pipelines.checks import run_check
 
     outcome = run_check(name, stemforge.settings())
     if blocking:
-        from pipelines.blocking import record_check
+        from pipelines.store.blocking import record_check
 
         record_check(stemforge.settings().data_home, name, outcome.passed, outcome.description)
     return dg.AssetCheckResult(

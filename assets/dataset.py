@@ -2,18 +2,17 @@
 
 import dagster as dg
 
-from pipelines.lineage import warehouse_deps
-from pipelines.resources import StemforgeSettings
+from pipelines.store.lineage import warehouse_deps
+from assets.resources import StemforgeSettings
 
-from ._meta import OWNERS, frame_metadata, json_metadata
-from .clean import _checked, latex_questions
+from assets._meta import OWNERS, frame_metadata, json_metadata
+from assets.clean import _checked, latex_questions
 
 
 @dg.asset(
     group_name="dataset",
     kinds={"polars", "parquet"},
     owners=OWNERS,
-    code_version="1",
     deps=[latex_questions],
     description=(
         "Each question's options permuted by a seeded hash of its id; the answer index remapped and the permutation "
@@ -21,10 +20,10 @@ from .clean import _checked, latex_questions
     ),
 )
 def shuffled_questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
-    from pipelines import stages
+    from pipelines.dataset import stage
 
     settings = stemforge.settings()
-    figures = stages.shuffle_stage(settings.data_home, settings)
+    figures = stage.shuffle_stage(settings.data_home, settings)
     return dg.MaterializeResult(metadata={**json_metadata(figures), "dagster/row_count": figures["questions"]})
 
 
@@ -32,7 +31,6 @@ def shuffled_questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     group_name="dataset",
     kinds={"polars", "parquet"},
     owners=OWNERS,
-    code_version="1",
     deps=[shuffled_questions],
     description=(
         "The kept questions with their train/valid/test split (60/20/20 within each subject and skill by "
@@ -41,11 +39,11 @@ def shuffled_questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     ),
 )
 def questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
-    from pipelines import stages
+    from pipelines.dataset import stage
 
     settings = stemforge.settings()
-    figures = stages.split_stage(settings.data_home, settings)
-    frame = stages.read_lake(settings.data_home, "questions")
+    figures = stage.split_stage(settings.data_home, settings)
+    frame = stage.read_lake(settings.data_home, "questions")
     return dg.MaterializeResult(
         metadata={**frame_metadata(frame.drop("extra", "permutation")), **json_metadata(figures)}
     )
@@ -55,18 +53,17 @@ def questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     group_name="dataset",
     kinds={"polars", "parquet"},
     owners=OWNERS,
-    code_version="1",
     deps=[questions],
     description="Dataset statistics shaped like the paper's Table 1.",
 )
 def dataset_statistics(stemforge: StemforgeSettings) -> dg.MaterializeResult:
-    from pipelines import stages
+    from pipelines.dataset import stage
 
-    from pipelines.export import statistics_markdown
+    from pipelines.dataset.export import statistics_markdown
 
     home = stemforge.settings().data_home
-    figures = stages.statistics_figures(home)
-    stats = stages.read_lake(home, "dataset_statistics")
+    figures = stage.statistics_figures(home)
+    stats = stage.read_lake(home, "dataset_statistics")
     return dg.MaterializeResult(
         metadata={
             "table_1": dg.MetadataValue.md(statistics_markdown(stats)),
@@ -80,7 +77,6 @@ def dataset_statistics(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     group_name="dataset",
     kinds={"parquet"},
     owners=OWNERS,
-    code_version="1",
     deps=[questions],
     description=(
         "export/stem/data/{train,valid,test}-NNNNN-of-MMMMM.parquet with exactly the public STEM release's "
@@ -88,12 +84,12 @@ def dataset_statistics(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     ),
 )
 def stem_export(stemforge: StemforgeSettings) -> dg.MaterializeResult:
-    from pipelines import stages
-    from pipelines.export import ExportRefused
+    from pipelines.dataset import stage
+    from pipelines.dataset.export import ExportRefused
 
     settings = stemforge.settings()
     try:
-        figures = stages.export_stage(settings.data_home, settings)
+        figures = stage.export_stage(settings.data_home, settings)
     except ExportRefused as exc:
         raise dg.Failure(description=f"blocking check export_invariants failed: {exc}", allow_retries=False) from None
     return dg.MaterializeResult(metadata=json_metadata(figures))
@@ -140,7 +136,6 @@ def export_invariants(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
     group_name="dataset",
     kinds={"duckdb"},
     owners=OWNERS,
-    code_version="1",
     pool="duckdb_write",
     deps=warehouse_deps(),
     description=(
@@ -149,8 +144,8 @@ def export_invariants(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
     ),
 )
 def warehouse(stemforge: StemforgeSettings) -> dg.MaterializeResult:
-    from pipelines.blocking import blocked_checks
-    from pipelines.warehouse import publish_warehouse
+    from pipelines.store.blocking import blocked_checks
+    from pipelines.store.warehouse import publish_warehouse
 
     home = stemforge.settings().data_home
     blocked = blocked_checks(home)

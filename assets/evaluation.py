@@ -2,17 +2,16 @@
 
 import dagster as dg
 
-from pipelines.resources import StemforgeSettings
+from assets.resources import StemforgeSettings
 
-from ._meta import OWNERS, frame_metadata, json_metadata
-from .dataset import questions
+from assets._meta import OWNERS, frame_metadata, json_metadata
+from assets.dataset import questions
 
 
 @dg.asset(
     group_name="evaluation",
     kinds={"python", "parquet"},
     owners=OWNERS,
-    code_version="1",
     deps=[questions],
     description=(
         "Predictions of every configured model (floor baselines, the embedding baseline when its extra is "
@@ -22,7 +21,7 @@ from .dataset import questions
     ),
 )
 def model_predictions(context: dg.AssetExecutionContext, stemforge: StemforgeSettings) -> dg.MaterializeResult:
-    from pipelines import evaluation
+    from pipelines.evaluation import stage as evaluation
 
     settings = stemforge.settings()
     figures = evaluation.predict_stage(settings.data_home, settings, log=context.log.info)
@@ -33,7 +32,6 @@ def model_predictions(context: dg.AssetExecutionContext, stemforge: StemforgeSet
     group_name="evaluation",
     kinds={"polars", "parquet"},
     owners=OWNERS,
-    code_version="1",
     deps=[model_predictions],
     description=(
         "The `metrics` table: accuracy per subject, macro and micro (the paper's headline), per grade, skill, "
@@ -42,7 +40,7 @@ def model_predictions(context: dg.AssetExecutionContext, stemforge: StemforgeSet
     ),
 )
 def evaluation_metrics(context: dg.AssetExecutionContext, stemforge: StemforgeSettings) -> dg.MaterializeResult:
-    from pipelines import evaluation
+    from pipelines.evaluation import stage as evaluation
 
     settings = stemforge.settings()
     metrics, figures = evaluation.metrics_stage(settings.data_home, settings)

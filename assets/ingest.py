@@ -12,10 +12,10 @@ import warnings
 
 import dagster as dg
 
-from pipelines.resources import StemforgeSettings
-from pipelines.sources.spec import SourceSpec, parse_source_spec
+from assets.resources import StemforgeSettings
+from pipelines.ingest.spec import SourceSpec, parse_source_spec
 
-from ._meta import OWNERS, frame_metadata, json_metadata
+from assets._meta import OWNERS, frame_metadata, json_metadata
 
 SOURCE_PARTITIONS_NAME = "sources"
 
@@ -56,7 +56,6 @@ def source_partitioned_asset(**kwargs):
     group_name="ingest",
     kinds={"python", "http"},
     owners=OWNERS,
-    code_version="1",
     description=(
         "Crawl every web source (the bundled demo site or http:// sites with its layouts) into a "
         "content-addressed raw store under raw/<source>/: robots.txt obeyed, rate-limited, retried, "
@@ -64,7 +63,7 @@ def source_partitioned_asset(**kwargs):
     ),
 )
 def crawled_pages(context: dg.AssetExecutionContext, stemforge: StemforgeSettings) -> dg.MaterializeResult:
-    from pipelines.ingest import crawl_web_source
+    from pipelines.ingest.stage import crawl_web_source
 
     settings = stemforge.settings()
     reports = {}
@@ -81,7 +80,6 @@ def crawled_pages(context: dg.AssetExecutionContext, stemforge: StemforgeSetting
     group_name="ingest",
     kinds={"python", "parquet"},
     owners=OWNERS,
-    code_version="1",
     deps=[crawled_pages],
     description=(
         "Raw questions before cleaning, one Parquet file per source in lake/raw_questions/: crawled "
@@ -91,9 +89,9 @@ def crawled_pages(context: dg.AssetExecutionContext, stemforge: StemforgeSetting
     ),
 )
 def raw_questions(context: dg.AssetExecutionContext, stemforge: StemforgeSettings) -> dg.MaterializeResult:
-    from pipelines.images import ImageStore
-    from pipelines.ingest import land_source, remove_stale_sources, source_problem
-    from pipelines.stages import read_raw_questions
+    from pipelines.store.images import ImageStore
+    from pipelines.ingest.stage import land_source, remove_stale_sources, source_problem
+    from pipelines.store.lake import read_raw_questions
 
     settings = stemforge.settings()
     home = settings.data_home

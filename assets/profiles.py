@@ -2,18 +2,17 @@
 
 import dagster as dg
 
-from pipelines.resources import StemforgeSettings
+from assets.resources import StemforgeSettings
 
-from ._meta import OWNERS, frame_metadata, json_metadata
-from .dataset import dataset_statistics, questions
-from .evaluation import evaluation_metrics, model_predictions
+from assets._meta import OWNERS, frame_metadata, json_metadata
+from assets.dataset import dataset_statistics, questions
+from assets.evaluation import evaluation_metrics, model_predictions
 
 
 @dg.asset(
     group_name="profiles",
     kinds={"python", "parquet"},
     owners=OWNERS,
-    code_version="1",
     deps=[questions],
     description=(
         "CogME tags per question (TARGET up to 3, CONTENT up to 3, the highest THINKING level) from the "
@@ -21,7 +20,7 @@ from .evaluation import evaluation_metrics, model_predictions
     ),
 )
 def question_tags(stemforge: StemforgeSettings) -> dg.MaterializeResult:
-    from pipelines import profiling
+    from pipelines.profiles import stage as profiling
 
     tags, figures = profiling.tag_stage(stemforge.settings().data_home, stemforge.settings())
     return dg.MaterializeResult(metadata={**frame_metadata(tags), **json_metadata(figures)})
@@ -31,7 +30,6 @@ def question_tags(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     group_name="profiles",
     kinds={"polars", "parquet"},
     owners=OWNERS,
-    code_version="1",
     deps=[question_tags, model_predictions],
     description=(
         "The `profiles` table: the dataset's sub-component frequencies (overall, per subject and split) and "
@@ -39,7 +37,7 @@ def question_tags(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     ),
 )
 def cogme_profiles(stemforge: StemforgeSettings) -> dg.MaterializeResult:
-    from pipelines import profiling
+    from pipelines.profiles import stage as profiling
 
     profiles, figures = profiling.profile_stage(stemforge.settings().data_home)
     return dg.MaterializeResult(metadata={**frame_metadata(profiles), **json_metadata(figures)})
@@ -49,12 +47,11 @@ def cogme_profiles(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     group_name="profiles",
     kinds={"html"},
     owners=OWNERS,
-    code_version="1",
     deps=[cogme_profiles, evaluation_metrics, dataset_statistics],
     description="reports/index.html: one self-contained page with the dataset statistics, evaluation plots and CogME radar plots.",
 )
 def report(stemforge: StemforgeSettings) -> dg.MaterializeResult:
-    from pipelines import profiling
+    from pipelines.profiles import stage as profiling
 
     home = stemforge.settings().data_home
     figures = profiling.report_figures(home, stemforge.settings())

@@ -31,10 +31,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipelines.demo_site.generator import SiteConfig  # noqa: E402
-from pipelines.demo_site.truth import CANONICAL_BASE, iter_truth  # noqa: E402
-from pipelines.home import DataHome  # noqa: E402
-from pipelines.warehouse import run_query  # noqa: E402
+from pipelines.ingest.demo_site.generator import SiteConfig  # noqa: E402
+from pipelines.ingest.demo_site.truth import CANONICAL_BASE, iter_truth  # noqa: E402
+from pipelines.store.home import DataHome  # noqa: E402
+from pipelines.store.warehouse import run_query  # noqa: E402
 
 WS = re.compile(r"\s+")
 
@@ -44,8 +44,8 @@ def squash(text: str | None) -> str:
 
 
 def build(home: DataHome, questions: int, seed: int) -> float:
-    from pipelines.build import run_build
-    from pipelines.cli import prepare_instance
+    from pipelines.orchestration.run import run_build
+    from pipelines.orchestration.cli import prepare_instance
     from pipelines.settings import BuildSettings
 
     prepare_instance(home)
@@ -154,8 +154,8 @@ def dedup_classes(home: DataHome, config: SiteConfig) -> list[dict]:
     predicted pairs that involve a record of that class. Non-duplicate classes: templated
     siblings by change (image, options, colour) and unplanted questions with the same text and
     options; "merged" pairs are errors (precision counts them against the classes above)."""
-    from pipelines.demo_site.drawing import draw
-    from pipelines.demo_site.generator import DemoSite
+    from pipelines.ingest.demo_site.drawing import draw
+    from pipelines.ingest.demo_site.generator import DemoSite
 
     truth = [r for r in iter_truth(config) if r.get("type") == "question"]
     base = CANONICAL_BASE.rstrip("/")

@@ -9,9 +9,9 @@ that home's warehouse:
   that hold more than one kept question;
 * math damaged: texts (a problem, or one option) whose TeX math as imported
   (``raw_questions``) is not all, unchanged, in the final text (``questions.problem``,
-  ``choices.text`` matched through ``original_position``), by ``pipelines.latex.changed_math``;
+  ``choices.text`` matched through ``original_position``), by ``pipelines.clean.latex.convert.changed_math``;
 * kept order: questions whose imported options are figure labels or refer to other options
-  (``pipelines.option_order``), how many the warehouse records as kept in order
+  (``pipelines.dataset.option_order``), how many the warehouse records as kept in order
   (``questions.shuffle``), and order violations: a recorded reason that differs, a moved
   option, or a key that no longer names the imported answer's position;
 * families across splits: ``duplicate_group`` values in more than one split, and (figure
@@ -40,10 +40,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pipelines.home import DataHome  # noqa: E402
-from pipelines.latex import changed_math, extract_math  # noqa: E402
-from pipelines.option_order import KEPT_ORDER_PREFIX, option_order  # noqa: E402
-from pipelines.warehouse import run_query  # noqa: E402
+from pipelines.store.home import DataHome  # noqa: E402
+from pipelines.clean.latex.convert import changed_math, extract_math  # noqa: E402
+from pipelines.dataset.option_order import KEPT_ORDER_PREFIX, option_order  # noqa: E402
+from pipelines.store.warehouse import run_query  # noqa: E402
 
 CORPORA_DIR = "../shared/corpora"  # from the repository root, as in the README
 SELECTION = "group:ingest or group:clean or group:dataset"
@@ -74,7 +74,7 @@ CORPORA = {
 
 def build(home: Path, sources: list[str], timeout: float = 3600) -> tuple[int, str]:
     """The real build of ``sources`` into ``home`` (a process of its own); exit code and output."""
-    command = [sys.executable, "-m", "pipelines.cli", "build", "--home", str(home), "--select", SELECTION, "--quiet"]
+    command = [sys.executable, "-m", "pipelines.orchestration.cli", "build", "--home", str(home), "--select", SELECTION, "--quiet"]
     for source in sources:
         command += ["--source", source]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)

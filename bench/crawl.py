@@ -94,8 +94,8 @@ def serve_simple(pages: int) -> None:
 
 
 def serve_demo(questions: int) -> None:
-    from pipelines.demo_site.generator import SiteConfig
-    from pipelines.demo_site.server import start_site
+    from pipelines.ingest.demo_site.generator import SiteConfig
+    from pipelines.ingest.demo_site.server import start_site
 
     with start_site(SiteConfig(seed=0, questions=questions, faults=False), port=0) as site:
         print(site.base_url, flush=True)
@@ -117,7 +117,7 @@ def start_server(kind: str, size: int) -> tuple[subprocess.Popen, str]:
 
 # --- the crawlers -------------------------------------------------------------------------------
 def run_ours(base_url: str, concurrency: int) -> dict:
-    from pipelines.crawl import CrawlConfig, crawl
+    from pipelines.ingest.crawl import CrawlConfig, crawl
 
     with tempfile.TemporaryDirectory() as store_dir:
         config = CrawlConfig(base_url=base_url, canonical_base=DEMO_CANONICAL, polite=False, concurrency=concurrency,
@@ -190,7 +190,7 @@ def run_in_subprocess(which: str, base_url: str, concurrency: int) -> dict:
 
 def demo_available() -> bool:
     try:
-        import pipelines.demo_site.server  # noqa: F401
+        import pipelines.ingest.demo_site.server  # noqa: F401
     except ImportError:
         return False
     return True

@@ -16,7 +16,7 @@ options) must not be merged. Scores are pair-level precision / recall / F1 over 
 corpus, plus the number of merged templated pairs.
 
 Contenders:
-- ours: ``pipelines.dedup.deduplicate`` end to end (identity, exact groups, conflicts,
+- ours: ``pipelines.clean.dedup.deduplicate`` end to end (identity, exact groups, conflicts,
   blocking by canonical text and image multi-index hashing, pairwise confirmation);
 - datasketch, the usual recipe (full corpus; normalized text, shingles = character 3-grams +
   word tokens, 64 permutations in 8 bands x 8 rows, which is what MinHashLSH picks for
@@ -51,13 +51,13 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipelines.dedup import DedupConfig, ImageIndex, ImageMatcher, deduplicate  # noqa: E402
-from pipelines.dedup.dedup import _answers_agree  # noqa: E402
-from pipelines.dedup.minhash import splitmix64  # noqa: E402
-from pipelines.dedup.normalize import canonical_text, normalize_text  # noqa: E402
-from pipelines.dedup.phash import describe_bytes, phash_bytes  # noqa: E402
-from pipelines.demo_site.generator import DemoSite, SiteConfig, render_image  # noqa: E402
-from pipelines.records import RAW_QUESTION_SCHEMA  # noqa: E402
+from pipelines.clean.dedup import DedupConfig, ImageIndex, ImageMatcher, deduplicate  # noqa: E402
+from pipelines.clean.dedup.dedup import _answers_agree  # noqa: E402
+from pipelines.clean.dedup.minhash import splitmix64  # noqa: E402
+from pipelines.clean.dedup.normalize import canonical_text, normalize_text  # noqa: E402
+from pipelines.clean.dedup.phash import describe_bytes, phash_bytes  # noqa: E402
+from pipelines.ingest.demo_site.generator import DemoSite, SiteConfig, render_image  # noqa: E402
+from pipelines.store.records import RAW_QUESTION_SCHEMA  # noqa: E402
 
 BASE_URL = "http://demo.localhost"
 TEXT_THRESHOLD = 0.7  # datasketch: MinHashLSH's threshold, 64 permutations (8 bands x 8 rows)

@@ -1,4 +1,4 @@
-"""Perceptual hashing speed: ``imagehash.phash`` vs ``pipelines.dedup.phash.phash_files``.
+"""Perceptual hashing speed: ``imagehash.phash`` vs ``pipelines.clean.dedup.phash.phash_files``.
 
 Both hash the same image files (demo-site drawings rendered to a temporary folder: the
 site's own mix, plus all-PNG and all-JPEG sets), after a warm-up. imagehash runs the
@@ -23,8 +23,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipelines.dedup.phash import phash_files  # noqa: E402
-from pipelines.demo_site.generator import DemoSite, SiteConfig, render_image  # noqa: E402
+from pipelines.clean.dedup.phash import phash_files  # noqa: E402
+from pipelines.ingest.demo_site.generator import DemoSite, SiteConfig, render_image  # noqa: E402
 
 
 def demo_images(count: int, seed: int, variant: str | None):

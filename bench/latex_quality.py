@@ -6,7 +6,7 @@ Usage::
     python bench/latex_quality.py --truth FILE.jsonl
 
 Every text of every present question (the problem and each text option) is converted with
-``pipelines.latex.convert_text`` and compared with the generator's truth:
+``pipelines.clean.latex.convert.convert_text`` and compared with the generator's truth:
 
 Counts are per occurrence (every question and option of the site); each distinct text is
 converted once.
@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipelines.latex import convert_text  # noqa: E402
+from pipelines.clean.latex.convert import convert_text  # noqa: E402
 
 _WS = re.compile(r"\s+")
 
@@ -46,7 +46,7 @@ def _squash(text: str) -> str:
 
 
 def _truth_from_site(seed: int, questions: int):
-    from pipelines.demo_site.generator import DemoSite, SiteConfig
+    from pipelines.ingest.demo_site.generator import DemoSite, SiteConfig
 
     site = DemoSite(SiteConfig(seed=seed, questions=questions))
     for i in site.indices():

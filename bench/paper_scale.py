@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/paper_scale.py [--questions 1073146] [--home DIR] [--json OUT]
 
-1. (untimed) writes a raw store for N demo questions with ``pipelines.demo_site.bulk``
+1. (untimed) writes a raw store for N demo questions with ``pipelines.ingest.demo_site.bulk``
    (an image pool per drawing kind; see that module for what it changes);
 2. (timed) runs every offline stage in order in this process: filter, image index, dedup,
    LaTeX, shuffle, split, statistics, CogME tags, export, warehouse publish;
@@ -32,10 +32,10 @@ sys.path.insert(0, str(ROOT))
 import duckdb  # noqa: E402
 import polars as pl  # noqa: E402
 
-from pipelines.demo_site.bulk import default_image_pool, write_raw_store  # noqa: E402
-from pipelines.demo_site.generator import PAPER_QUESTIONS  # noqa: E402
-from pipelines.home import DataHome  # noqa: E402
-from pipelines.lake import write_table  # noqa: E402
+from pipelines.ingest.demo_site.bulk import default_image_pool, write_raw_store  # noqa: E402
+from pipelines.ingest.demo_site.generator import PAPER_QUESTIONS  # noqa: E402
+from pipelines.store.home import DataHome  # noqa: E402
+from pipelines.store.lake import write_table  # noqa: E402
 from pipelines.settings import BuildSettings  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -110,20 +110,21 @@ class PeakSampler:
 
 
 def stage_list(home: DataHome, settings: BuildSettings):
-    from pipelines import stages
-    from pipelines.profiling import tag_stage
-    from pipelines.warehouse import publish_warehouse
+    from pipelines.clean import stage as clean_stage
+    from pipelines.dataset import stage as dataset_stage
+    from pipelines.profiles.stage import tag_stage
+    from pipelines.store.warehouse import publish_warehouse
 
     return [
-        ("filter", lambda: stages.filter_stage(home)),
-        ("image_index", lambda: stages.image_index_stage(home)),
-        ("dedup", lambda: stages.dedup_stage(home, settings)),
-        ("latex", lambda: stages.latex_stage(home)),
-        ("shuffle", lambda: stages.shuffle_stage(home, settings)),
-        ("split", lambda: stages.split_stage(home, settings)),
-        ("statistics", lambda: (stages.statistics_figures(home), stages.statistics_stage(home))[0]),
+        ("filter", lambda: clean_stage.filter_stage(home)),
+        ("image_index", lambda: clean_stage.image_index_stage(home)),
+        ("dedup", lambda: clean_stage.dedup_stage(home, settings)),
+        ("latex", lambda: clean_stage.latex_stage(home)),
+        ("shuffle", lambda: dataset_stage.shuffle_stage(home, settings)),
+        ("split", lambda: dataset_stage.split_stage(home, settings)),
+        ("statistics", lambda: (dataset_stage.statistics_figures(home), dataset_stage.statistics_stage(home))[0]),
         ("tags", lambda: tag_stage(home, settings)[1]),
-        ("export", lambda: stages.export_stage(home, settings)),
+        ("export", lambda: dataset_stage.export_stage(home, settings)),
         ("warehouse", lambda: publish_warehouse(home)),
     ]
 

@@ -23,8 +23,8 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipelines.metrics import compute_metrics, reliability_table  # noqa: E402
-from pipelines.smartscore import SmartScoreRules, exam_scores  # noqa: E402
+from pipelines.evaluation.metrics import compute_metrics, reliability_table  # noqa: E402
+from pipelines.evaluation.smartscore import SmartScoreRules, exam_scores  # noqa: E402
 
 # subject, skills, share of questions (Table 1), grades used
 SUBJECTS = (

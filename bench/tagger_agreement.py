@@ -23,18 +23,18 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipelines.cogme.agreement import agreement  # noqa: E402
-from pipelines.cogme.manual import load_manual_tags  # noqa: E402
-from pipelines.cogme.tagger import tag_questions  # noqa: E402
-from pipelines.cogme.tags import tag_rows, tags_frame  # noqa: E402
-from pipelines.cogme.taxonomy import load_taxonomy  # noqa: E402
+from pipelines.profiles.cogme.agreement import agreement  # noqa: E402
+from pipelines.profiles.cogme.manual import load_manual_tags  # noqa: E402
+from pipelines.profiles.cogme.tagger import tag_questions  # noqa: E402
+from pipelines.profiles.cogme.tags import tag_rows, tags_frame  # noqa: E402
+from pipelines.profiles.cogme.taxonomy import load_taxonomy  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "cogme"
 COLUMNS = ["component", "n_questions", "accuracy", "kappa", "jaccard", "exact_set", "f1"]
 
 
 def demo_questions(seed: int, questions: int) -> tuple[pl.DataFrame, list[dict], list[str]]:
-    from pipelines.demo_site.generator import DemoSite, SiteConfig
+    from pipelines.ingest.demo_site.generator import DemoSite, SiteConfig
 
     site = DemoSite(SiteConfig(seed=seed, questions=questions))
     rows, ref_rows, families = [], [], []

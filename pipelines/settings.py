@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
-from .home import DataHome, resolve_home
+from pipelines.store.home import DataHome, resolve_home
 
 # The floor baselines, and the embedding baseline where its extra is installed (skipped otherwise).
 DEFAULT_MODELS = ("random", "most-frequent-position", "longest-option", "embedding?threads=1")

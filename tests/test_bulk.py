@@ -10,10 +10,10 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.demo_site.bulk import CANONICAL_BASE, ImageWriter, sample_pool, write_raw_store
-from pipelines.demo_site.generator import DemoSite, SiteConfig
-from pipelines.images import inspect_image
-from pipelines.records import RAW_QUESTION_SCHEMA
+from pipelines.ingest.demo_site.bulk import CANONICAL_BASE, ImageWriter, sample_pool, write_raw_store
+from pipelines.ingest.demo_site.generator import DemoSite, SiteConfig
+from pipelines.store.images import inspect_image
+from pipelines.store.records import RAW_QUESTION_SCHEMA
 
 N = 300
 

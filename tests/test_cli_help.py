@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from pipelines.cli import build_parser
+from pipelines.orchestration.cli import build_parser
 
 
 def every_parser(parser: argparse.ArgumentParser, path: str = "stemforge"):

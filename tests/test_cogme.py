@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipelines.cogme.agreement import agreement, agreement_by_sub_component, cohen_kappa
-from pipelines.cogme.manual import ManualTagsError, load_manual_tags
-from pipelines.cogme.profiles import (
+from pipelines.profiles.cogme.agreement import agreement, agreement_by_sub_component, cohen_kappa
+from pipelines.profiles.cogme.manual import ManualTagsError, load_manual_tags
+from pipelines.profiles.cogme.profiles import (
     PROFILE_SCHEMA,
     ProfileError,
     dataset_profile,
@@ -22,10 +22,10 @@ from pipelines.cogme.profiles import (
     model_profiles,
     preferred_tags,
 )
-from pipelines.cogme.report_section import render_profiles_html
-from pipelines.cogme.tagger import RULES_SOURCE, TaggerError, classify_question, tag_questions
-from pipelines.cogme.tags import TAG_SCHEMA, TagRuleError, tag_rows, tags_frame, validate_tags
-from pipelines.cogme.taxonomy import TaxonomyError, load_taxonomy
+from pipelines.profiles.cogme.report_section import render_profiles_html
+from pipelines.profiles.cogme.tagger import RULES_SOURCE, TaggerError, classify_question, tag_questions
+from pipelines.profiles.cogme.tags import TAG_SCHEMA, TagRuleError, tag_rows, tags_frame, validate_tags
+from pipelines.profiles.cogme.taxonomy import TaxonomyError, load_taxonomy
 
 FIXTURE = Path(__file__).parent / "fixtures" / "cogme"
 
@@ -85,7 +85,7 @@ def test_bundled_taxonomies_load_with_paper_weights_and_limits():
 
 
 def test_taxonomy_yaml_errors_are_one_line(tmp_path):
-    good = (Path(__file__).parents[1] / "pipelines" / "cogme" / "taxonomies" / "stem.yaml").read_text()
+    good = (Path(__file__).parents[1] / "pipelines" / "profiles" / "cogme" / "taxonomies" / "stem.yaml").read_text()
     cases = {
         "weights": good.replace("Reasoning: 3", "Reasoning: 0"),
         "missing": good.replace("  CONTENT:\n", "  CONTENTS:\n", 1),
@@ -483,14 +483,14 @@ def test_html_without_models_still_renders_the_dataset(small_case, stem):
 
 
 def test_rule_lexicons_cover_exactly_the_stem_taxonomy(stem):
-    from pipelines.cogme import tagger
+    from pipelines.profiles.cogme import tagger
 
     assert tuple(tagger.TARGET_CUES) == stem.sub_components("TARGET")
     assert tuple(tagger.CONTENT_CUES) == stem.sub_components("CONTENT")
 
 
 def test_demo_site_reference_tags_fit_the_stem_taxonomy_and_agreement_runs(stem):
-    from pipelines.demo_site.generator import DemoSite, SiteConfig
+    from pipelines.ingest.demo_site.generator import DemoSite, SiteConfig
 
     site = DemoSite(SiteConfig(seed=3, questions=300))
     rows, refs = [], []

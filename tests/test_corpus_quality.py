@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipelines.home import DataHome
+from pipelines.store.home import DataHome
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPORA = ROOT / ".." / "shared" / "corpora"

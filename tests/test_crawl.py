@@ -17,10 +17,18 @@ from typing import Callable
 
 import pytest
 
-from pipelines.crawl import CrawlConfig, CrawlConfigError, CrawlReport, RawStore, RawStoreError, crawl, parse_retry_after
-from pipelines.crawl.links import UrlMapper, extract_links, maybe_gunzip, normalize_url, parse_sitemap
-from pipelines.crawl.ratelimit import HostRateLimiter
-from pipelines.crawl.robots import RobotsRules
+from pipelines.ingest.crawl import (
+    CrawlConfig,
+    CrawlConfigError,
+    CrawlReport,
+    RawStore,
+    RawStoreError,
+    crawl,
+    parse_retry_after,
+)
+from pipelines.ingest.crawl.links import UrlMapper, extract_links, maybe_gunzip, normalize_url, parse_sitemap
+from pipelines.ingest.crawl.ratelimit import HostRateLimiter
+from pipelines.ingest.crawl.robots import RobotsRules
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -538,7 +546,7 @@ def test_opening_a_missing_store_is_a_one_line_error(tmp_path):
 # --- kill and resume ----------------------------------------------------------------------------------
 CHILD = """
 import sys
-from pipelines.crawl import CrawlConfig, crawl
+from pipelines.ingest.crawl import CrawlConfig, crawl
 crawl(CrawlConfig(base_url=sys.argv[1], canonical_base="http://chain.test/", rate_per_host=150.0, concurrency=4), sys.argv[2])
 """
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.crawl import CrawlConfig, RawStore, crawl
-from pipelines.demo_site.generator import SiteConfig
-from pipelines.demo_site.server import start_site
-from pipelines.demo_site.truth import CANONICAL_BASE, iter_truth
+from pipelines.ingest.crawl import CrawlConfig, RawStore, crawl
+from pipelines.ingest.demo_site.generator import SiteConfig
+from pipelines.ingest.demo_site.server import start_site
+from pipelines.ingest.demo_site.truth import CANONICAL_BASE, iter_truth
 
 SITE = SiteConfig(seed=0, questions=150, faults=True)
 

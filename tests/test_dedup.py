@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 from PIL import Image, ImageDraw
 
-from pipelines.dedup import (
+from pipelines.clean.dedup import (
     DedupConfig,
     DedupInputError,
     MinHasher,
@@ -29,9 +29,9 @@ from pipelines.dedup import (
     question_identity,
     shingle_hashes,
 )
-from pipelines.dedup.minhash import LshParams, estimated_jaccard
-from pipelines.dedup.phash import PhashError, hashes_of_pixels, phash_image, phash_many
-from pipelines.records import RAW_QUESTION_SCHEMA
+from pipelines.clean.dedup.minhash import LshParams, estimated_jaccard
+from pipelines.clean.dedup.phash import PhashError, hashes_of_pixels, phash_image, phash_many
+from pipelines.store.records import RAW_QUESTION_SCHEMA
 
 
 # ---- normalization -------------------------------------------------------------------
@@ -242,7 +242,7 @@ def _png_modes():
 
 
 def test_libspng_decoding_gives_pillows_pixels_in_every_png_mode():
-    from pipelines.dedup.phash import _png_via_spng, _small_gray
+    from pipelines.clean.dedup.phash import _png_via_spng, _small_gray
 
     for label, data, by_spng in _png_modes():
         pillow = _small_gray(Image.open(io.BytesIO(data)), fast=False)
@@ -275,7 +275,7 @@ def test_reencoded_and_resized_images_are_near_and_others_far():
 
 @pytest.mark.parametrize("images_per_worker", [1, 256])  # 1: worker processes; 256: in process
 def test_batched_files_equal_single_hashes(tmp_path, monkeypatch, images_per_worker):
-    monkeypatch.setattr("pipelines.dedup.phash.MIN_IMAGES_PER_WORKER", images_per_worker)
+    monkeypatch.setattr("pipelines.clean.dedup.phash.MIN_IMAGES_PER_WORKER", images_per_worker)
     paths, expected = [], []
     for seed in range(10):
         fmt, ext = ("JPEG", "jpg") if seed % 2 else ("PNG", "png")
@@ -287,7 +287,7 @@ def test_batched_files_equal_single_hashes(tmp_path, monkeypatch, images_per_wor
     got = phash_files(paths, workers=2, batch=3)
     assert got.dtype == np.uint64 and got.tolist() == expected
     assert phash_many([p.read_bytes() for p in paths]).tolist() == expected
-    from pipelines.dedup.phash import image_signature_bytes, image_signatures
+    from pipelines.clean.dedup.phash import image_signature_bytes, image_signatures
 
     hashes, thumbs = image_signatures(paths, workers=2, batch=4)
     assert hashes.tolist() == expected and thumbs.shape == (10, 256) and thumbs.dtype == np.uint8
@@ -296,7 +296,7 @@ def test_batched_files_equal_single_hashes(tmp_path, monkeypatch, images_per_wor
 
 
 def test_phash_of_bad_bytes_is_a_one_line_error(tmp_path):
-    from pipelines.dedup import PhashError
+    from pipelines.clean.dedup import PhashError
 
     with pytest.raises(PhashError, match="cannot hash image"):
         phash_bytes(b"not an image")
@@ -307,7 +307,7 @@ def test_phash_of_bad_bytes_is_a_one_line_error(tmp_path):
 
 
 def test_a_bad_file_fails_the_batch_with_its_name_from_a_worker_process(tmp_path, monkeypatch):
-    monkeypatch.setattr("pipelines.dedup.phash.MIN_IMAGES_PER_WORKER", 1)
+    monkeypatch.setattr("pipelines.clean.dedup.phash.MIN_IMAGES_PER_WORKER", 1)
     paths = []
     for seed in range(6):
         path = tmp_path / f"{seed}.png"
@@ -515,7 +515,7 @@ def test_empty_input():
 
 
 def test_thumbnails_separate_look_alike_drawings_that_the_hash_confuses():
-    from pipelines.dedup.phash import image_signature_bytes, thumbnail_distance
+    from pipelines.clean.dedup.phash import image_signature_bytes, thumbnail_distance
 
     def clock(minute_angle: float) -> Image.Image:
         im = Image.new("RGB", (200, 200), "white")
@@ -549,7 +549,7 @@ def test_thumbnails_separate_look_alike_drawings_that_the_hash_confuses():
 
 
 def test_chunked_pair_generation_equals_all_pairs_at_once():
-    from pipelines.dedup.image_index import iter_pairs_within_groups, pairs_within_groups
+    from pipelines.clean.dedup.image_index import iter_pairs_within_groups, pairs_within_groups
 
     rng = np.random.default_rng(3)
     sizes = rng.integers(1, 12, 200)
@@ -565,7 +565,7 @@ def test_chunked_pair_generation_equals_all_pairs_at_once():
 
 
 def test_dedup_result_does_not_depend_on_the_pair_chunk_size(monkeypatch):
-    import pipelines.dedup.dedup as dedup_module
+    import pipelines.clean.dedup.dedup as dedup_module
 
     rng = np.random.default_rng(11)
     hashes = {f"img{i}": int(v) for i, v in enumerate(rng.integers(0, 2**63, 40, dtype=np.int64))}
@@ -618,7 +618,7 @@ def test_dedup_result_does_not_depend_on_the_pair_chunk_size(monkeypatch):
     ],
 )
 def test_canonical_text_accepts_notation_that_typesets_the_same(a, b):
-    from pipelines.dedup import canonical_text
+    from pipelines.clean.dedup import canonical_text
 
     assert canonical_text(a) == canonical_text(b)
 
@@ -639,14 +639,14 @@ def test_canonical_text_accepts_notation_that_typesets_the_same(a, b):
     ],
 )
 def test_canonical_text_keeps_every_content_word_number_unit_and_symbol(a, b):
-    from pipelines.dedup import canonical_text
+    from pipelines.clean.dedup import canonical_text
 
     assert canonical_text(a) != canonical_text(b)
 
 
 @pytest.mark.parametrize("label", ["A", "(A)", "A.", "A)", "(a)", "[A]", "Ａ．", "（Ａ）"])
 def test_option_labels_lose_their_punctuation(label):
-    from pipelines.dedup import canonical_text
+    from pipelines.clean.dedup import canonical_text
 
     assert canonical_text(label, option=True) == "a"
     assert canonical_text(label.replace("A", "B").replace("a", "b").replace("Ａ", "Ｂ"), option=True) == "b"
@@ -655,7 +655,7 @@ def test_option_labels_lose_their_punctuation(label):
 
 
 def test_canonical_text_plain_and_tex_paths_agree():
-    from pipelines.dedup import normalize as N
+    from pipelines.clean.dedup import normalize as N
 
     texts = ["How many stars are there?", "Mia's 3 cats, 2 dogs; 1.5 m... done!", "It is 3:00 (a.m.)", "Café — naïve",
              "x - y / 2 % 3 < 4 > 1 | 7", "Which is it: A, B or C?", "5! and 10,000"]
@@ -703,7 +703,7 @@ def _page(colour=(46, 160, 67), size=(240, 200), at=(60, 40), side=110, backgrou
 
 
 def _descriptors(images: dict[str, bytes]):
-    from pipelines.dedup import ImageIndex, describe_bytes
+    from pipelines.clean.dedup import ImageIndex, describe_bytes
 
     phash, thumbs, content = {}, {}, {}
     for name, data in images.items():
@@ -715,7 +715,7 @@ def _descriptors(images: dict[str, bytes]):
 
 
 def _rescanned(im: Image.Image, seed: int) -> bytes:
-    from pipelines.demo_site.drawing import rescan
+    from pipelines.ingest.demo_site.drawing import rescan
 
     return _encode(rescan(im, seed), "JPEG", quality=72)
 
@@ -738,7 +738,7 @@ def test_colour_variants_are_neither_merged_nor_conflicts():
 
 
 def test_rescans_crops_and_margins_of_a_figure_are_found():
-    from pipelines.dedup import ImageMatcher
+    from pipelines.clean.dedup import ImageMatcher
 
     page = _page(seed=3)
     wide = Image.new("RGB", (252, 206), (250, 248, 240))
@@ -768,8 +768,8 @@ def test_rescans_crops_and_margins_of_a_figure_are_found():
 
 
 def test_content_box_ignores_margins_page_colour_and_transparency():
-    from pipelines.dedup import aligned_distance
-    from pipelines.dedup.phash import describe_bytes
+    from pipelines.clean.dedup import aligned_distance
+    from pipelines.clean.dedup.phash import describe_bytes
 
     page = _page(seed=5)
     a = describe_bytes(_encode(page, "PNG"))
@@ -801,7 +801,7 @@ def test_templated_siblings_with_real_images_stay_apart():
 # ---- families: the unit of the split ---------------------------------------------------------
 
 def test_families_join_a_shared_figure_and_stem_whatever_the_options():
-    from pipelines.dedup import figure_families
+    from pipelines.clean.dedup import figure_families
 
     page = _page(seed=11)
     images = {"fig": _encode(page, "PNG"), "fig_scan": _rescanned(page, 5), "other": _encode(_page(seed=12, at=(30, 70), side=80), "PNG"),
@@ -838,9 +838,9 @@ def test_canonical_text_on_a_real_corpus():
     import re
     from collections import defaultdict
 
-    from pipelines.dedup import canonical_text
-    from pipelines.demo_site.generator import respell_tex
-    from pipelines.latex import find_tex_math
+    from pipelines.clean.dedup import canonical_text
+    from pipelines.ingest.demo_site.generator import respell_tex
+    from pipelines.clean.latex.convert import find_tex_math
 
     questions = [q["Question"] for rows in json.loads(SCEMQA.read_text(encoding="utf-8")).values() for q in rows]
     assert len(questions) == 840
@@ -870,7 +870,7 @@ def test_canonical_text_on_a_real_corpus():
 def test_families_need_an_agreeing_answer():
     """The same figure and stem cannot have two answers: look-alike figures (two number lines)
     whose questions answer differently are two figures, however close their pictures."""
-    from pipelines.dedup import figure_families
+    from pipelines.clean.dedup import figure_families
 
     images = {"fig": _encode(_page(seed=21), "PNG"), "scan": _rescanned(_page(seed=21), 3)}
     index = _descriptors(images)
@@ -886,9 +886,9 @@ def test_families_need_an_agreeing_answer():
 
 @pytest.mark.parametrize("images_per_worker", [1, 256])  # 1: worker processes; 256: in process
 def test_batched_descriptors_equal_single_ones(tmp_path, monkeypatch, images_per_worker):
-    from pipelines.dedup import describe_bytes, image_descriptors
+    from pipelines.clean.dedup import describe_bytes, image_descriptors
 
-    monkeypatch.setattr("pipelines.dedup.phash.MIN_IMAGES_PER_WORKER", images_per_worker)
+    monkeypatch.setattr("pipelines.clean.dedup.phash.MIN_IMAGES_PER_WORKER", images_per_worker)
     paths = []
     for seed in range(6):
         fmt, ext = ("JPEG", "jpg") if seed % 2 else ("PNG", "png")

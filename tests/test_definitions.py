@@ -5,7 +5,7 @@ import sys
 
 import dagster as dg
 
-from pipelines.definitions import all_asset_checks, all_assets, defs
+from pipelines.orchestration.definitions import all_asset_checks, all_assets, defs
 
 GROUPS = {
     "ingest": {"crawled_pages", "raw_questions"},
@@ -63,7 +63,7 @@ def test_definitions_import_fast_and_without_heavy_modules():
         "import sys, time\n"
         "import dagster\n"
         "t = time.perf_counter()\n"
-        "import pipelines.definitions\n"
+        "import pipelines.orchestration.definitions\n"
         "elapsed = time.perf_counter() - t\n"
         "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers', 'polars', 'duckdb', 'pyarrow', 'requests', 'PIL') if m in sys.modules]\n"
         "print(elapsed, ','.join(heavy))\n"
@@ -77,7 +77,7 @@ def test_definitions_import_fast_and_without_heavy_modules():
 def test_the_resource_carries_every_build_setting():
     import dataclasses
 
-    from pipelines.resources import StemforgeSettings
+    from assets.resources import StemforgeSettings
     from pipelines.settings import BuildSettings
 
     missing = {f.name for f in dataclasses.fields(BuildSettings)} - set(StemforgeSettings.model_fields)
@@ -87,8 +87,8 @@ def test_the_resource_carries_every_build_setting():
 
 
 def test_every_published_table_comes_from_an_asset_the_warehouse_depends_on():
-    from pipelines.lineage import WAREHOUSE_TABLE_ASSETS
-    from pipelines.warehouse import WAREHOUSE_TABLES
+    from pipelines.store.lineage import WAREHOUSE_TABLE_ASSETS
+    from pipelines.store.warehouse import WAREHOUSE_TABLES
 
     assert set(WAREHOUSE_TABLE_ASSETS) == set(WAREHOUSE_TABLES)
     graph = defs.resolve_asset_graph()

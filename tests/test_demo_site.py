@@ -16,12 +16,19 @@ import pytest
 import requests
 from PIL import Image
 
-from pipelines.demo_site import faults as FT
-from pipelines.demo_site.generator import (PAPER_QUESTIONS, SKILLS_TABLE1, SUBJECT_TABLE1, DemoSite, SiteConfig,
-                                           catalog, render_image)
-from pipelines.demo_site.server import start_site
-from pipelines.demo_site.truth import read_truth, write_truth
-from pipelines.sources.web_parsers import PageParseError, parse_page
+from pipelines.ingest.demo_site import faults as FT
+from pipelines.ingest.demo_site.generator import (
+    PAPER_QUESTIONS,
+    SKILLS_TABLE1,
+    SUBJECT_TABLE1,
+    DemoSite,
+    SiteConfig,
+    catalog,
+    render_image,
+)
+from pipelines.ingest.demo_site.server import start_site
+from pipelines.ingest.demo_site.truth import read_truth, write_truth
+from pipelines.ingest.web_parsers import PageParseError, parse_page
 
 SM = "{http://www.sitemaps.org/schemas/sitemap/0.9}"
 
@@ -173,7 +180,7 @@ def test_planted_duplicates(truth):
             elif m["duplicate_kind"] == "near":
                 assert keys(m) != keys(o)
                 if m["near_variant"] in ("tex_spacing", "label_punct"):  # typed another way: same canonical form
-                    from pipelines.dedup.normalize import canonical_text
+                    from pipelines.clean.dedup.normalize import canonical_text
 
                     def same(r):
                         return sorted(canonical_text(c, option=True) for c in r["choices"] or [])
@@ -240,7 +247,7 @@ def test_formulas_and_prose(truth):
 
 
 def test_cogme_reference_tags(truth):
-    from pipelines.demo_site.families import CONTENTS, TARGETS, THINKINGS
+    from pipelines.ingest.demo_site.families import CONTENTS, TARGETS, THINKINGS
 
     _, questions = truth
     seen = Counter()
@@ -335,7 +342,7 @@ def test_robots_sitemap_and_crawl_of_listings(site_server):
 
 
 def test_paginated_skill_listing():
-    from pipelines.demo_site.layouts import PAGE_SIZE, skill_path
+    from pipelines.ingest.demo_site.layouts import PAGE_SIZE, skill_path
 
     with start_site(SiteConfig(seed=5, questions=3000)) as running:
         sk = max(running.site.skills(), key=lambda k: k.count)
@@ -503,7 +510,7 @@ def _page_images_close(a_specs, b_specs, signature) -> tuple[bool, bool, bool]:
     each over the closest one-to-one matching (the way dedup matches option images)."""
     a, b = [signature(s) for s in a_specs], [signature(s) for s in b_specs]
     assert len(a) == len(b) and a
-    from pipelines.dedup import hamming, thumbnail_distance
+    from pipelines.clean.dedup import hamming, thumbnail_distance
 
     def pairing(dist):
         left, worst = list(range(len(b))), 0
@@ -520,7 +527,7 @@ def _page_images_close(a_specs, b_specs, signature) -> tuple[bool, bool, bool]:
 def template_image_collisions(site: DemoSite, max_pairs: int | None = None) -> dict:
     """Over templated siblings with another image and their originals: how many pairs have
     byte-equal images, perceptual hashes within 4 bits, or 16x16 thumbnails within 3.0."""
-    from pipelines.dedup.phash import image_signature_bytes
+    from pipelines.clean.dedup.phash import image_signature_bytes
 
     cache: dict[str, tuple] = {}
 
@@ -558,7 +565,7 @@ def test_templated_siblings_with_another_image_look_different():
 def test_restyled_content_is_not_an_image_sibling():
     """Siblings whose images differ only in fill colour or style seed are not planted as
     'other image' templates; each sibling's answer is its own content's."""
-    from pipelines.demo_site.generator import _semantic_images
+    from pipelines.ingest.demo_site.generator import _semantic_images
 
     site = DemoSite(SiteConfig(seed=2, questions=8000))
     seen = 0
@@ -607,8 +614,8 @@ def test_options_in_a_fixed_order_are_planted_with_their_reason(truth):
 def test_colour_variants_differ_only_in_colour():
     """A colour variant swaps two colours in the words and the pictures: its pictures have the
     same grey hash as its sibling's (within a few bits), and other colours."""
-    from pipelines.dedup import ImageIndex, ImageMatcher
-    from pipelines.dedup.phash import describe_bytes
+    from pipelines.clean.dedup import ImageIndex, ImageMatcher
+    from pipelines.clean.dedup.phash import describe_bytes
 
     site = DemoSite(SiteConfig(seed=0, questions=3000))
     variants = [q for q in map(site.question, site.indices()) if q.template_change == "colour"]

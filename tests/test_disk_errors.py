@@ -23,12 +23,12 @@ import pyarrow as pa
 import pytest
 from PIL import Image
 
-from pipelines import export as export_module
-from pipelines.export import ExportError, check_release_invariants, previous_export, write_stem_export
-from pipelines.home import DataHome
-from pipelines.images import ImageStore
-from pipelines.lake import BatchWriter, StorageError, write_table
-from pipelines.warehouse import WarehouseError, publish_warehouse, run_query
+from pipelines.dataset import export as export_module
+from pipelines.dataset.export import ExportError, check_release_invariants, previous_export, write_stem_export
+from pipelines.store.home import DataHome
+from pipelines.store.images import ImageStore
+from pipelines.store.lake import BatchWriter, StorageError, write_table
+from pipelines.store.warehouse import WarehouseError, publish_warehouse, run_query
 
 SUBJECTS = ("science", "technology", "engineering", "math")
 

@@ -9,12 +9,12 @@ import dagster as dg
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.build import run_build
-from pipelines.cli import prepare_instance
-from pipelines.export import STEM_SCHEMA, check_release_invariants
-from pipelines.home import DataHome
+from pipelines.orchestration.run import run_build
+from pipelines.orchestration.cli import prepare_instance
+from pipelines.dataset.export import STEM_SCHEMA, check_release_invariants
+from pipelines.store.home import DataHome
 from pipelines.settings import BuildSettings
-from pipelines.warehouse import REQUIRED_COLUMNS, run_query
+from pipelines.store.warehouse import REQUIRED_COLUMNS, run_query
 
 MODELS = ("random", "most-frequent-position", "longest-option")
 
@@ -41,7 +41,7 @@ def built(tmp_path_factory):
 
 
 def stemforge(*args, home: DataHome | None = None, stdin: str | None = None):
-    command = [sys.executable, "-m", "pipelines.cli", *args]
+    command = [sys.executable, "-m", "pipelines.orchestration.cli", *args]
     if home is not None:
         command += ["--home", str(home.root)]
     return subprocess.run(command, capture_output=True, text=True, input=stdin, timeout=120)
@@ -165,8 +165,8 @@ def test_eval_imports_jsonl_and_preds_txt(built, tmp_path):
 
 def test_kept_order_questions_match_the_site_truth(built):
     """Figure-label options and options that refer to others keep the site's order and key."""
-    from pipelines.demo_site.generator import SiteConfig
-    from pipelines.demo_site.truth import CANONICAL_BASE, iter_truth
+    from pipelines.ingest.demo_site.generator import SiteConfig
+    from pipelines.ingest.demo_site.truth import CANONICAL_BASE, iter_truth
 
     home, _ = built
     records = list(iter_truth(SiteConfig(seed=BuildSettings().seed, questions=300)))[1:]

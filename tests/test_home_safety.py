@@ -23,8 +23,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.home import DataHome
-from pipelines.warehouse import run_query
+from pipelines.store.home import DataHome
+from pipelines.store.warehouse import run_query
 from test_hostile_images import real_png
 
 REPO = Path(__file__).resolve().parent.parent
@@ -53,14 +53,14 @@ def make_source(folder: Path, n: int = 90, tag: str = "a") -> str:
 def cli(home: DataHome, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "STEMFORGE_HOME": str(home.root), "DAGSTER_HOME": str(home.dagster)}
     env.pop("STEMFORGE_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args, "--home", str(home.root)],
+    return subprocess.run([sys.executable, "-m", "pipelines.orchestration.cli", *args, "--home", str(home.root)],
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=timeout)
 
 
 def cli_async(home: DataHome, *args: str) -> subprocess.Popen:
     env = {**os.environ, "STEMFORGE_HOME": str(home.root), "DAGSTER_HOME": str(home.dagster)}
     env.pop("STEMFORGE_DEBUG", None)
-    return subprocess.Popen([sys.executable, "-m", "pipelines.cli", *args, "--home", str(home.root)],
+    return subprocess.Popen([sys.executable, "-m", "pipelines.orchestration.cli", *args, "--home", str(home.root)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
 
 
@@ -213,7 +213,7 @@ def test_eval_list_and_remove(home, tmp_path):
 
 def test_a_model_that_cannot_be_scored_is_left_out_and_breaks_nothing(home, tmp_path):
     home_, source = home
-    from pipelines.evaluation import PREDICTIONS_SCHEMA, import_path
+    from pipelines.evaluation.stage import PREDICTIONS_SCHEMA, import_path
 
     good = write_jsonl(tmp_path / "preds.jsonl", split_questions(home_))
     assert cli(home_, "eval", "--predictions", str(good), "--model", "good").returncode == 0

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.build import run_build
-from pipelines.cli import prepare_instance
-from pipelines.home import DataHome
+from pipelines.orchestration.run import run_build
+from pipelines.orchestration.cli import prepare_instance
+from pipelines.store.home import DataHome
 from pipelines.settings import BuildSettings
-from pipelines.warehouse import run_query
+from pipelines.store.warehouse import run_query
 from test_hostile_images import real_png
 
 HOSTILE_TEXT = "<script>alert(1)</script><img src=x onerror=alert(2)>"
@@ -124,7 +124,7 @@ def test_report_shows_data_markup_only_escaped(built):
 def _cli(home: DataHome, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "STEMFORGE_HOME": str(home.root), "DAGSTER_HOME": str(home.dagster)}
     env.pop("STEMFORGE_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args, "--home", str(home.root)],
+    return subprocess.run([sys.executable, "-m", "pipelines.orchestration.cli", *args, "--home", str(home.root)],
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
 
 
@@ -176,7 +176,7 @@ def test_sql_refuses_writes_files_extensions_and_stacked_statements(built):
 def _cli_async(home: DataHome, *args: str) -> subprocess.Popen:
     env = {**os.environ, "STEMFORGE_HOME": str(home.root), "DAGSTER_HOME": str(home.dagster)}
     env.pop("STEMFORGE_DEBUG", None)
-    return subprocess.Popen([sys.executable, "-m", "pipelines.cli", *args, "--home", str(home.root)],
+    return subprocess.Popen([sys.executable, "-m", "pipelines.orchestration.cli", *args, "--home", str(home.root)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
 
 

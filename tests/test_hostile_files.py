@@ -17,15 +17,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.demo_site.generator import DemoSite, SiteConfig
-from pipelines.demo_site.layouts import question_page
-from pipelines.home import DataHome
-from pipelines.images import ImageStore
-from pipelines.ingest import land_source
-from pipelines.sources.importers import ImportSourceError, iter_import_records
-from pipelines.sources.importers.jsonl import MAX_LINE_BYTES
-from pipelines.sources.spec import parse_source_spec
-from pipelines.sources.web_parsers import MAX_DEPTH, PageParseError, parse_page
+from pipelines.ingest.demo_site.generator import DemoSite, SiteConfig
+from pipelines.ingest.demo_site.layouts import question_page
+from pipelines.store.home import DataHome
+from pipelines.store.images import ImageStore
+from pipelines.ingest.stage import land_source
+from pipelines.ingest.importers import ImportSourceError, iter_import_records
+from pipelines.ingest.importers.jsonl import MAX_LINE_BYTES
+from pipelines.ingest.spec import parse_source_spec
+from pipelines.ingest.web_parsers import MAX_DEPTH, PageParseError, parse_page
 from test_hostile_images import real_png
 
 

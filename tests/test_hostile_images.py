@@ -23,10 +23,17 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image, ImageDraw
 
-from pipelines.home import DataHome
-from pipelines.images import MAX_IMAGE_BYTES, MAX_PIXELS, MAX_SIDE, ImageRejected, ImageStore, inspect_image
-from pipelines.ingest import land_source
-from pipelines.sources.spec import parse_source_spec
+from pipelines.store.home import DataHome
+from pipelines.store.images import (
+    MAX_IMAGE_BYTES,
+    MAX_PIXELS,
+    MAX_SIDE,
+    ImageRejected,
+    ImageStore,
+    inspect_image,
+)
+from pipelines.ingest.stage import land_source
+from pipelines.ingest.spec import parse_source_spec
 
 # ---------------------------------------------------------------- image builders
 

@@ -22,14 +22,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipelines.demo_site.generator import DemoSite, SiteConfig
-from pipelines.demo_site.layouts import question_page
-from pipelines.images import ImageStore
-from pipelines.latex import convert_line, convert_text, invalid_formulas
-from pipelines.records import QuarantineEntry, RawQuestion, validate_raw_question
-from pipelines.sources.importers import iter_import_records
-from pipelines.sources.spec import parse_source_spec
-from pipelines.sources.web_parsers import PageParseError, parse_page
+from pipelines.ingest.demo_site.generator import DemoSite, SiteConfig
+from pipelines.ingest.demo_site.layouts import question_page
+from pipelines.store.images import ImageStore
+from pipelines.clean.latex.convert import convert_line, convert_text, invalid_formulas
+from pipelines.store.records import QuarantineEntry, RawQuestion, validate_raw_question
+from pipelines.ingest.importers import iter_import_records
+from pipelines.ingest.spec import parse_source_spec
+from pipelines.ingest.web_parsers import PageParseError, parse_page
 from test_hostile_images import bomb_images, real_png
 
 QUICK = settings(max_examples=150, deadline=None, derandomize=True,

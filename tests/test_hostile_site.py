@@ -17,11 +17,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import polars as pl
 import pytest
 
-from pipelines.crawl import CrawlConfig, RawStore, crawl
-from pipelines.home import DataHome
-from pipelines.images import ImageStore
-from pipelines.ingest import land_source, raw_store_dir
-from pipelines.sources.spec import parse_source_spec
+from pipelines.ingest.crawl import CrawlConfig, RawStore, crawl
+from pipelines.store.home import DataHome
+from pipelines.store.images import ImageStore
+from pipelines.ingest.stage import land_source, raw_store_dir
+from pipelines.ingest.spec import parse_source_spec
 from test_hostile_images import bomb_images, real_png
 
 MAX_BODY = 1024 * 1024

@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageDraw
 
-from pipelines.images import ImageStore
-from pipelines.records import RAW_QUESTION_SCHEMA, QuarantineEntry, RawQuestion
-from pipelines.sources.importers import (
+from pipelines.store.images import ImageStore
+from pipelines.store.records import RAW_QUESTION_SCHEMA, QuarantineEntry, RawQuestion
+from pipelines.ingest.importers import (
     AnswerError,
     ImageStoreFailure,
     ImportSourceError,
@@ -32,9 +32,9 @@ from pipelines.sources.importers import (
     resolve_inside,
     slugify,
 )
-from pipelines.sources.importers import stem_parquet
-from pipelines.sources.importers.scienceqa import iter_scienceqa_records
-from pipelines.sources.spec import parse_source_spec
+from pipelines.ingest.importers import stem_parquet
+from pipelines.ingest.importers.scienceqa import iter_scienceqa_records
+from pipelines.ingest.spec import parse_source_spec
 
 
 def png(color: str, size: tuple[int, int] = (24, 16), mark: int = 0) -> bytes:
@@ -698,8 +698,8 @@ def test_resolve_inside(tmp_path):
             resolve_inside(tmp_path / "a", bad)
     if hasattr(os, "mkfifo"):
         os.mkfifo(tmp_path / "a" / "fifo")
-        from pipelines.sources.importers.paths import read_image_file
-        from pipelines.sources.importers.common import RecordProblem
+        from pipelines.ingest.importers.paths import read_image_file
+        from pipelines.ingest.importers.common import RecordProblem
 
         with pytest.raises(RecordProblem, match="is not a regular file"):
             read_image_file(tmp_path / "a" / "fifo", "fifo")

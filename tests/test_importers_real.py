@@ -18,17 +18,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from pipelines.home import DataHome
-from pipelines.images import ImageStore
-from pipelines.ingest import land_source, source_files, source_problem
-from pipelines.records import QuarantineEntry, RawQuestion
-from pipelines.sources.importers import ImportSourceError, iter_import_records, parse_answer
-from pipelines.sources.importers.answers import AnswerError
-from pipelines.sources.importers.picture_options import PICTURES_DO_NOT_FIT, picture_layout
-from pipelines.sources.importers.rows import MAPPED_FIELD_UNUSED
-from pipelines.sources.importers.text_options import split_options, strip_placeholders
-from pipelines.sources.spec import SourceSpecError, parse_source_spec
-from pipelines.warehouse import run_query
+from pipelines.store.home import DataHome
+from pipelines.store.images import ImageStore
+from pipelines.ingest.stage import land_source, source_files, source_problem
+from pipelines.store.records import QuarantineEntry, RawQuestion
+from pipelines.ingest.importers import ImportSourceError, iter_import_records, parse_answer
+from pipelines.ingest.importers.answers import AnswerError
+from pipelines.ingest.importers.picture_options import PICTURES_DO_NOT_FIT, picture_layout
+from pipelines.ingest.importers.rows import MAPPED_FIELD_UNUSED
+from pipelines.ingest.importers.text_options import split_options, strip_placeholders
+from pipelines.ingest.spec import SourceSpecError, parse_source_spec
+from pipelines.store.warehouse import run_query
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPORA = ROOT / ".." / "shared" / "corpora"
@@ -334,7 +334,7 @@ def test_files_watched_for_changes(tmp_path):
 
 
 def test_the_sensor_leaves_python_sources_to_the_schedule(tmp_path):
-    from pipelines.incremental import detect_source_changes
+    from pipelines.ingest.changes import detect_source_changes
     from pipelines.settings import BuildSettings
 
     report = detect_source_changes(BuildSettings(home=str(tmp_path / "home"), sources=(f"python:{SOURCES_MODULE}:drawn",)))
@@ -513,7 +513,7 @@ def test_picture_layout_is_a_grid_in_source_order():
 
 
 def stemforge_build(home: Path, *sources: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "pipelines.cli", "build", "--home", str(home), "--quiet"]
+    command = [sys.executable, "-m", "pipelines.orchestration.cli", "build", "--home", str(home), "--quiet"]
     for source in sources:
         command += ["--source", source]
     return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=900)

@@ -11,18 +11,22 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from pipelines import evaluation, incremental, profiling, stages
-from pipelines.crawl import CrawlConfig, RawStore, crawl
-from pipelines.crawl.config import CrawlConfigError
-from pipelines.demo_site.generator import SiteConfig
-from pipelines.demo_site.server import start_site
-from pipelines.demo_site.truth import revision_changes
-from pipelines.home import DataHome
-from pipelines.images import ImageStore
-from pipelines.ingest import crawl_web_source, land_source, raw_store_dir
-from pipelines.lake import write_table
+from pipelines.evaluation import stage as evaluation
+from pipelines.store import memo as incremental
+from pipelines.profiles import stage as profiling
+from pipelines.clean import stage as clean_stage
+from pipelines.dataset import stage as dataset_stage
+from pipelines.ingest.crawl import CrawlConfig, RawStore, crawl
+from pipelines.ingest.crawl.config import CrawlConfigError
+from pipelines.ingest.demo_site.generator import SiteConfig
+from pipelines.ingest.demo_site.server import start_site
+from pipelines.ingest.demo_site.truth import revision_changes
+from pipelines.store.home import DataHome
+from pipelines.store.images import ImageStore
+from pipelines.ingest.stage import crawl_web_source, land_source, raw_store_dir
+from pipelines.store.lake import read_lake, read_raw_questions, write_table
 from pipelines.settings import BuildSettings
-from pipelines.sources.spec import parse_source_spec
+from pipelines.ingest.spec import parse_source_spec
 
 CANONICAL = "http://demo.localhost/"
 QUESTIONS = 200
@@ -46,7 +50,7 @@ def _counting_stage(home: DataHome, calls: list, settings: dict | None = None, v
         return {"rows": frame.height}
 
     return incremental.memoized(home, "double", compute, inputs=[source], outputs=[target],
-                                settings=settings, code=("incremental.py",), version=version)
+                                settings=settings, version=version)
 
 
 def test_memo_skips_unchanged_and_redoes_on_content_settings_code_and_outputs(tmp_path):
@@ -82,7 +86,7 @@ def test_memo_skips_unchanged_and_redoes_on_content_settings_code_and_outputs(tm
     assert len(calls) == 6
 
 
-def test_memo_failure_keeps_no_record_and_code_parts_are_checked(tmp_path):
+def test_memo_failure_keeps_no_record(tmp_path):
     home = _home(tmp_path)
     write_table(pl.DataFrame({"x": [1]}), home.lake / "in.parquet")
 
@@ -92,9 +96,6 @@ def test_memo_failure_keeps_no_record_and_code_parts_are_checked(tmp_path):
     with pytest.raises(RuntimeError):
         incremental.memoized(home, "boom", boom, inputs=[home.lake / "in.parquet"])
     assert incremental.load_record(home, "boom") is None
-    with pytest.raises(incremental.FingerprintError):
-        incremental.code_digest(["no-such-module.py"])
-    assert incremental.code_digest(["dedup"]) != incremental.code_digest(["latex.py"])
 
 
 # ---- crawling with revalidate='lastmod' against the demo site's revisions --------------
@@ -110,13 +111,13 @@ def _crawl(store_dir: Path, revision: int, mode: str = "lastmod"):
 
 
 def _question_paths(requests) -> set[str]:
-    from pipelines.demo_site.server import RE_IXL_Q, RE_PP_Q, RE_TP_Q
+    from pipelines.ingest.demo_site.server import RE_IXL_Q, RE_PP_Q, RE_TP_Q
 
     return {url for _, url, _ in requests if any(r.match(url) for r in (RE_IXL_Q, RE_PP_Q, RE_TP_Q))}
 
 
 def _image_question(path: str) -> int | None:
-    from pipelines.demo_site.server import RE_IMG
+    from pipelines.ingest.demo_site.server import RE_IMG
 
     match = RE_IMG.match(path)
     return None if match is None else int(next(g for g in match.groups() if g is not None))
@@ -196,14 +197,14 @@ def _offline(settings: BuildSettings) -> dict:
     """Every stage after ingest, in graph order (what the assets call)."""
     home = settings.data_home
     figures = {
-        "filter": stages.filter_stage(home),
-        "image_index": stages.image_index_stage(home),
-        "dedup": stages.dedup_stage(home, settings),
-        "latex": stages.latex_stage(home),
-        "shuffle": stages.shuffle_stage(home, settings),
-        "split": stages.split_stage(home, settings),
-        "statistics": stages.statistics_figures(home),
-        "export": stages.export_stage(home, settings),
+        "filter": clean_stage.filter_stage(home),
+        "image_index": clean_stage.image_index_stage(home),
+        "dedup": clean_stage.dedup_stage(home, settings),
+        "latex": clean_stage.latex_stage(home),
+        "shuffle": dataset_stage.shuffle_stage(home, settings),
+        "split": dataset_stage.split_stage(home, settings),
+        "statistics": dataset_stage.statistics_figures(home),
+        "export": dataset_stage.export_stage(home, settings),
         "predict": evaluation.predict_stage(home, settings, log=lambda _: None),
         "metrics": evaluation.metrics_stage(home, settings)[1],
         "tags": profiling.tag_stage(home, settings)[1],
@@ -230,9 +231,9 @@ def _lake_stamps(home: DataHome) -> dict[str, int]:
 def built(tmp_path_factory):
     """A demo home built by the stage functions, then rebuilt through Dagster (``run_build``,
     as ``stemforge build`` does): the assets call the same memoized stages."""
-    from pipelines.build import run_build
-    from pipelines.cli import prepare_instance
-    from pipelines.warehouse import publish_warehouse
+    from pipelines.orchestration.run import run_build
+    from pipelines.orchestration.cli import prepare_instance
+    from pipelines.store.warehouse import publish_warehouse
 
     root = tmp_path_factory.mktemp("stages") / "home"
     settings = _settings(root)
@@ -308,23 +309,23 @@ def test_changed_settings_recompute_that_stage_and_what_depends_on_it(built):
     settings, *_ = built
     home = settings.data_home
     fewer = settings.with_(rows_per_shard=40)
-    export = stages.export_stage(home, fewer)
+    export = dataset_stage.export_stage(home, fewer)
     assert not export["skipped"] and len(export["files"]) > 3
-    assert stages.export_stage(home, fewer)["skipped"]
-    assert stages.dedup_stage(home, fewer)["skipped"]  # rows_per_shard does not concern dedup
+    assert dataset_stage.export_stage(home, fewer)["skipped"]
+    assert clean_stage.dedup_stage(home, fewer)["skipped"]  # rows_per_shard does not concern dedup
     capped = settings.with_(cap_per_skill=1)
-    dedup = stages.dedup_stage(home, capped)
+    dedup = clean_stage.dedup_stage(home, capped)
     assert not dedup["skipped"] and dedup["over_cap"] > 0
-    assert not stages.latex_stage(home)["skipped"]  # its input changed
+    assert not clean_stage.latex_stage(home)["skipped"]  # its input changed
     # back to the original settings: dedup and latex recompute the same bytes as before the
     # cap, so shuffle (never run on the capped questions) finds its input unchanged and stops there
-    before = stages.read_lake(home, "questions")
-    assert not stages.dedup_stage(home, settings)["skipped"]
-    assert not stages.latex_stage(home)["skipped"]
-    assert stages.shuffle_stage(home, settings)["skipped"]
-    assert stages.split_stage(home, settings)["skipped"]
-    assert stages.read_lake(home, "questions").equals(before)
-    stages.export_stage(home, settings)
+    before = read_lake(home, "questions")
+    assert not clean_stage.dedup_stage(home, settings)["skipped"]
+    assert not clean_stage.latex_stage(home)["skipped"]
+    assert dataset_stage.shuffle_stage(home, settings)["skipped"]
+    assert dataset_stage.split_stage(home, settings)["skipped"]
+    assert read_lake(home, "questions").equals(before)
+    dataset_stage.export_stage(home, settings)
 
 
 def test_models_are_memoized_one_by_one(built):
@@ -352,15 +353,15 @@ def test_revision_reflects_additions_edits_removals_and_keeps_splits(built, tmp_
     shutil.copytree(settings.data_home.root, root, symlinks=True)
     base = _settings(root)
     home = base.data_home
-    before_raw = stages.read_raw_questions(home)
-    before_q = stages.read_lake(home, "questions").select("question_id", "split")
+    before_raw = read_raw_questions(home)
+    before_q = read_lake(home, "questions").select("question_id", "split")
     revised = base.with_(demo_revision=1)
     crawl_report, ingest_skipped = _ingest(revised)
     assert not ingest_skipped
     figures = _offline(revised)
     assert not figures["filter"]["skipped"]
     changes = revision_changes(SiteConfig(seed=0, questions=QUESTIONS, revision=1))
-    raw = stages.read_raw_questions(home)
+    raw = read_raw_questions(home)
     keys = set(raw["source_key"].to_list())
     assert {CANONICAL + p[1:] for p in changes["added"]} <= keys
     assert not ({CANONICAL + p[1:] for p in changes["removed"]} & keys)
@@ -370,7 +371,7 @@ def test_revision_reflects_additions_edits_removals_and_keeps_splits(built, tmp_
     assert any(problem_before[k] != problem_after[k] for k in edited)
     unchanged = keys - {CANONICAL + p[1:] for p in changes["added"] + changes["edited"]}
     assert all(problem_before[k] == problem_after[k] for k in unchanged)
-    after_q = stages.read_lake(home, "questions").select("question_id", "split")
+    after_q = read_lake(home, "questions").select("question_id", "split")
     moved = before_q.join(after_q, on="question_id", suffix="_after").filter(pl.col("split") != pl.col("split_after"))
     assert moved.height == 0
     assert after_q.height != before_q.height or not after_q.equals(before_q)
@@ -385,7 +386,7 @@ def _png(color: str) -> bytes:
 
 
 def test_removed_source_is_not_left_in_the_stages(tmp_path):
-    from pipelines.ingest import remove_stale_sources
+    from pipelines.ingest.stage import remove_stale_sources
 
     home = DataHome(tmp_path / "home")
     images = ImageStore(home.images)
@@ -399,11 +400,11 @@ def test_removed_source_is_not_left_in_the_stages(tmp_path):
              "subject": "science", "grade": "grade 1", "skill": "colors"}) + "\n")
         specs.append(parse_source_spec(f"jsonl:{folder / 'q.jsonl'}"))
         land_source(specs[-1], home, images)
-    assert stages.filter_stage(home)["kept"] == 2
-    assert stages.filter_stage(home)["skipped"]
+    assert clean_stage.filter_stage(home)["kept"] == 2
+    assert clean_stage.filter_stage(home)["skipped"]
     remove_stale_sources(home, specs[:1])
     assert not incremental.record_path(home, f"ingest-{specs[1].slug}").exists()
-    figures = stages.filter_stage(home)
+    figures = clean_stage.filter_stage(home)
     assert not figures["skipped"] and figures["kept"] == 1
 
 

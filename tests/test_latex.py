@@ -10,10 +10,22 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipelines.latex import (
-    GREEK, OPERATORS, SUBSCRIPTS, SUPERSCRIPTS, VULGAR_FRACTIONS, LatexConverter,
-    LatexValidationError, changed_math, convert_line, convert_text, extract_math, find_tex_math, invalid_formulas,
-    latex_to_text, validate_formula,
+from pipelines.clean.latex.convert import (
+    GREEK,
+    OPERATORS,
+    SUBSCRIPTS,
+    SUPERSCRIPTS,
+    VULGAR_FRACTIONS,
+    LatexConverter,
+    LatexValidationError,
+    changed_math,
+    convert_line,
+    convert_text,
+    extract_math,
+    find_tex_math,
+    invalid_formulas,
+    latex_to_text,
+    validate_formula,
 )
 
 # input -> expected output; formulas in \( \), everything else byte-identical

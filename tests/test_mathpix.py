@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from PIL import Image
 
-from pipelines.mathpix import MathpixClient, MathpixError, MathpixNotConfigured
+from pipelines.clean.latex.mathpix import MathpixClient, MathpixError, MathpixNotConfigured
 
 APP_ID = "test-app"
 APP_KEY = "s3cret-key-0123456789"

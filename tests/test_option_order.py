@@ -11,9 +11,20 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipelines.option_order import (FIGURE_LABELS, REFERS_TO_OPTIONS, SHUFFLED, label_index, option_order,
-                                    sequence_scheme)
-from pipelines.shuffle import answer_position_uniformity, choices_table, option_permutation, shuffle_options
+from pipelines.dataset.option_order import (
+    FIGURE_LABELS,
+    REFERS_TO_OPTIONS,
+    SHUFFLED,
+    label_index,
+    option_order,
+    sequence_scheme,
+)
+from pipelines.dataset.shuffle import (
+    answer_position_uniformity,
+    choices_table,
+    option_permutation,
+    shuffle_options,
+)
 
 CORPORA = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpora"
 

@@ -8,7 +8,14 @@ import os
 import pyarrow as pa
 import pytest
 
-from pipelines.parallel import contiguous_ranges, contiguous_slices, forked_pool, shared, sharing, worker_count
+from pipelines.parallel import (
+    contiguous_ranges,
+    contiguous_slices,
+    forked_pool,
+    shared,
+    sharing,
+    worker_count,
+)
 
 
 def test_worker_count_gives_each_worker_enough_items():

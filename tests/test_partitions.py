@@ -22,12 +22,12 @@ import yaml
 from PIL import Image, ImageDraw
 
 from assets.ingest import SOURCE_PARTITIONS_NAME, configured_sources, sync_source_partitions
-from pipelines.build import resource_config, run_build
-from pipelines.cli import prepare_instance
-from pipelines.definitions import all_assets, build_job_definition, defs
-from pipelines.home import DataHome
+from pipelines.orchestration.run import resource_config, run_build
+from pipelines.orchestration.cli import prepare_instance
+from pipelines.orchestration.definitions import all_assets, build_job_definition, defs
+from pipelines.store.home import DataHome
 from pipelines.settings import BuildSettings
-from pipelines.warehouse import run_query
+from pipelines.store.warehouse import run_query
 
 ROOT = Path(__file__).resolve().parent.parent
 INGEST = [dg.AssetKey("crawled_pages"), dg.AssetKey("raw_questions")]
@@ -263,7 +263,7 @@ def test_build_command_rejects_bad_selections_and_executors(tmp_path):
     import sys
 
     def build(*args):
-        command = [sys.executable, "-m", "pipelines.cli", "build", "--home", str(tmp_path), "--quiet", *args]
+        command = [sys.executable, "-m", "pipelines.orchestration.cli", "build", "--home", str(tmp_path), "--quiet", *args]
         return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120)
 
     for args, message in (

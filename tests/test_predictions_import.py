@@ -7,7 +7,7 @@ import json
 import polars as pl
 import pytest
 
-from pipelines.predictions_import import PredictionsImportError, import_predictions
+from pipelines.evaluation.predictions_import import PredictionsImportError, import_predictions
 
 QUESTIONS = pl.DataFrame(
     {

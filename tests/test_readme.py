@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.build import run_build
-from pipelines.cli import prepare_instance
-from pipelines.home import DataHome
+from pipelines.orchestration.run import run_build
+from pipelines.orchestration.cli import prepare_instance
+from pipelines.store.home import DataHome
 from pipelines.settings import BuildSettings
-from pipelines.warehouse import run_query
+from pipelines.store.warehouse import run_query
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 SQL_BLOCKS = re.findall(r"```sql\n(.*?)```", README, re.DOTALL)
@@ -40,7 +40,7 @@ def test_sql_examples_run(home, block):
 
 def test_latex_example_output_is_what_the_readme_says():
     match = re.search(r'echo "(.*?)" \| \.venv/bin/stemforge latex\n# (.*?)\n', README)
-    out = subprocess.run([sys.executable, "-m", "pipelines.cli", "latex"], input=match.group(1) + "\n",
+    out = subprocess.run([sys.executable, "-m", "pipelines.orchestration.cli", "latex"], input=match.group(1) + "\n",
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == match.group(2)
 

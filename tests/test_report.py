@@ -11,9 +11,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipelines.metrics import compute_metrics, reliability_table
-from pipelines.report import MODEL_COLORS, render_report, write_report
-from pipelines.smartscore import SmartScoreRules, exam_scores
+from pipelines.evaluation.metrics import compute_metrics, reliability_table
+from pipelines.profiles.report import MODEL_COLORS, render_report, write_report
+from pipelines.evaluation.smartscore import SmartScoreRules, exam_scores
 
 EVIL_SKILL = "<script>alert('skill')</script>"
 EVIL_MODEL = 'model "<img src=x onerror=alert(1)>" $x$'
@@ -139,7 +139,7 @@ def test_exam_plot_warns_when_few_skills_are_scored(report_inputs, report_html):
 
 
 def test_report_compares_each_model_with_the_best_baseline(report_inputs):
-    from pipelines.evaluation import comparisons_with_best_baseline
+    from pipelines.evaluation.stage import comparisons_with_best_baseline
 
     scored = synthetic_scored()
     second = scored.filter(pl.col("model") == "random").with_columns(pl.lit("longest-option").alias("model"), pl.lit(False).alias("correct"))
@@ -155,7 +155,7 @@ def test_report_compares_each_model_with_the_best_baseline(report_inputs):
 
 
 def test_a_model_has_one_colour_in_every_plot(report_inputs):
-    from pipelines.palette import model_colors
+    from pipelines.profiles.palette import model_colors
 
     own = sorted(m for m in report_inputs["metrics"]["model"].unique().to_list() if not m.startswith("paper:"))
     colors = model_colors(own + ["paper:x"])

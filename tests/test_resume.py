@@ -17,10 +17,16 @@ from pathlib import Path
 
 import dagster as dg
 
-from pipelines.build import HOST_TAG, PID_TAG, PROCESS_START_TAG, process_tags, release_abandoned_runs
-from pipelines.cli import prepare_instance
-from pipelines.home import DataHome
-from pipelines.warehouse import run_query
+from pipelines.orchestration.run import (
+    HOST_TAG,
+    PID_TAG,
+    PROCESS_START_TAG,
+    process_tags,
+    release_abandoned_runs,
+)
+from pipelines.orchestration.cli import prepare_instance
+from pipelines.store.home import DataHome
+from pipelines.store.warehouse import run_query
 
 ROOT = Path(__file__).resolve().parent.parent
 QUERIES = (
@@ -33,7 +39,7 @@ QUERIES = (
 
 
 def build_command(home: Path) -> list[str]:
-    return [sys.executable, "-m", "pipelines.cli", "build", "--home", str(home), "--questions", "200",
+    return [sys.executable, "-m", "pipelines.orchestration.cli", "build", "--home", str(home), "--questions", "200",
             "--model", "random", "--quiet"]
 
 
@@ -149,7 +155,7 @@ def test_abandoned_run_releases_its_warehouse_slot(tmp_path):
 
 
 def test_stray_temporaries_of_killed_writes_are_removed(tmp_path):
-    from pipelines.build import remove_stray_temporaries
+    from pipelines.orchestration.run import remove_stray_temporaries
 
     home = DataHome(tmp_path)
     stray = [home.lake / "raw_questions" / ".demo.parquet.abc123.tmp", home.images / "ab" / ".tmp-xyz.png",

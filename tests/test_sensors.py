@@ -12,16 +12,16 @@ import dagster as dg
 import pytest
 from PIL import Image
 
-from pipelines.crawl import CrawlConfig, RawStore
-from pipelines.crawl.probe import probe_site
-from pipelines.demo_site.generator import SiteConfig
-from pipelines.demo_site.server import start_site
-from pipelines.images import ImageStore
-from pipelines.incremental import detect_source_changes
-from pipelines.ingest import crawl_web_source, land_source, raw_store_dir
-from pipelines.sensors import BUILD_JOB_NAME, build_source_change_sensor
+from pipelines.ingest.crawl import CrawlConfig, RawStore
+from pipelines.ingest.crawl.probe import probe_site
+from pipelines.ingest.demo_site.generator import SiteConfig
+from pipelines.ingest.demo_site.server import start_site
+from pipelines.store.images import ImageStore
+from pipelines.ingest.changes import detect_source_changes
+from pipelines.ingest.stage import crawl_web_source, land_source, raw_store_dir
+from pipelines.orchestration.sensors import BUILD_JOB_NAME, build_source_change_sensor
 from pipelines.settings import BuildSettings
-from pipelines.sources.spec import parse_source_spec
+from pipelines.ingest.spec import parse_source_spec
 
 QUESTIONS = 200
 CANONICAL = "http://demo.localhost/"
@@ -154,7 +154,7 @@ def test_run_request_selects_every_source_partition(tmp_path):
 
 
 def test_sensor_registers_beside_the_build_job():
-    from pipelines.definitions import build_job
+    from pipelines.orchestration.definitions import build_job
 
     sensor = build_source_change_sensor(build_job, name="watch_sources")
     defs = dg.Definitions(jobs=[build_job], sensors=[sensor])

@@ -5,9 +5,14 @@ import hashlib
 import polars as pl
 import pytest
 
-from pipelines.filtering import TEXT_ONLY_REASON, cap_per_skill, keep_multimodal
-from pipelines.shuffle import answer_position_uniformity, choices_table, option_permutation, shuffle_options
-from pipelines.split import SplitConfig, assign_splits, leakage, quotas
+from pipelines.clean.filtering import TEXT_ONLY_REASON, cap_per_skill, keep_multimodal
+from pipelines.dataset.shuffle import (
+    answer_position_uniformity,
+    choices_table,
+    option_permutation,
+    shuffle_options,
+)
+from pipelines.dataset.split import SplitConfig, assign_splits, leakage, quotas
 
 
 def qid(i: int) -> str:
@@ -167,7 +172,7 @@ def test_cap_keeps_a_deterministic_subset_and_quarantines_the_rest():
 def test_chi_square_tail_matches_scipy(dof, statistic):
     from scipy.stats import chi2
 
-    from pipelines.shuffle import chi_square_sf
+    from pipelines.dataset.shuffle import chi_square_sf
 
     assert chi_square_sf(statistic, dof) == pytest.approx(chi2.sf(statistic, dof), rel=1e-9, abs=1e-15)
 
@@ -187,7 +192,7 @@ def family_frame(spec: list[tuple[str, str, int]], prefix: str = "q") -> pl.Data
 
 
 def test_every_subject_meets_its_quotas_and_skills_stay_spread():
-    from pipelines.split import proportions_by_subject
+    from pipelines.dataset.split import proportions_by_subject
 
     spec = [("technology", f"tech-{i}", 1) for i in range(9) for _ in range(2 + (i < 5))]  # 23 questions
     spec += [("math", f"math-{i}", 1) for i in range(40) for _ in range(3 + i % 9)]
@@ -209,7 +214,7 @@ def test_every_subject_meets_its_quotas_and_skills_stay_spread():
 
 
 def test_families_never_straddle_and_subjects_stay_within_one_family():
-    from pipelines.split import proportions_by_subject
+    from pipelines.dataset.split import proportions_by_subject
 
     spec = [("math", f"skill-{i % 12}", 1 + (i * 7) % 4) for i in range(150)]
     frame = family_frame(spec)
@@ -257,7 +262,7 @@ def test_an_older_ledger_without_question_ids_is_read_as_one_question_per_group(
 
 
 def test_figure_and_stem_leakage_ignores_families_and_notation():
-    from pipelines.split import figure_stem_leakage
+    from pipelines.dataset.split import figure_stem_leakage
 
     frame = pl.DataFrame({
         "question_id": ["a", "b", "c", "d"], "duplicate_group": ["a", "b", "c", "d"],

@@ -1,4 +1,4 @@
-"""The SmartScore exam simulation (pipelines.smartscore), checked step by step."""
+"""The SmartScore exam simulation (pipelines.evaluation.smartscore), checked step by step."""
 
 from __future__ import annotations
 
@@ -6,8 +6,14 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipelines.metrics import METRICS_SCHEMA, MetricsInputError
-from pipelines.smartscore import SmartScoreRules, exam_scores, session_orders, simulate_session, simulate_sessions
+from pipelines.evaluation.metrics import METRICS_SCHEMA, MetricsInputError
+from pipelines.evaluation.smartscore import (
+    SmartScoreRules,
+    exam_scores,
+    session_orders,
+    simulate_session,
+    simulate_sessions,
+)
 
 RULES = SmartScoreRules()
 

@@ -115,7 +115,7 @@ def ui(tmp_path_factory):
     home = tmp_path_factory.mktemp("ui-home")
     env = stemforge_env(home)
     build = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "build", "--home", str(home),
+        [sys.executable, "-m", "pipelines.orchestration.cli", "build", "--home", str(home),
          "--questions", "150", "--model", "random", "--quiet"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=240,
     )
@@ -126,7 +126,7 @@ def ui(tmp_path_factory):
     log = home / "ui.log"
     with open(log, "wb") as log_file:
         process = subprocess.Popen(
-            [sys.executable, "-m", "pipelines.cli", "ui", "--home", str(home), "--port", str(port)],
+            [sys.executable, "-m", "pipelines.orchestration.cli", "ui", "--home", str(home), "--port", str(port)],
             cwd=REPO, env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
         )
     server = UiServer(home, port, process, log)

@@ -6,9 +6,9 @@ import time
 import polars as pl
 import pytest
 
-from pipelines.home import DataHome
-from pipelines.lake import write_table
-from pipelines.warehouse import WarehouseError, connect_readonly, publish_warehouse, run_query
+from pipelines.store.home import DataHome
+from pipelines.store.lake import write_table
+from pipelines.store.warehouse import WarehouseError, connect_readonly, publish_warehouse, run_query
 
 
 def write_version(home: DataHome, version: int, n: int = 2000) -> None:

@@ -9,10 +9,10 @@ from html import escape
 import pytest
 import requests
 
-from pipelines.demo_site.generator import SiteConfig
-from pipelines.demo_site.server import start_site
-from pipelines.demo_site.truth import read_truth, write_truth
-from pipelines.sources.web_parsers import PageParseError, ParsedQuestion, detect_layout, build_dom, parse_page
+from pipelines.ingest.demo_site.generator import SiteConfig
+from pipelines.ingest.demo_site.server import start_site
+from pipelines.ingest.demo_site.truth import read_truth, write_truth
+from pipelines.ingest.web_parsers import PageParseError, ParsedQuestion, detect_layout, build_dom, parse_page
 
 CONFIG = SiteConfig(seed=11, questions=3000)
 
@@ -82,7 +82,7 @@ def test_non_question_pages_give_nothing(served):
         r = s.get(running.base_url + path)
         assert parse_page(r.url, r.content) == []
     sk = next(k for k in running.site.skills() if k.count)
-    from pipelines.demo_site.layouts import skill_path
+    from pipelines.ingest.demo_site.layouts import skill_path
 
     r = s.get(running.base_url + skill_path(sk)[1:])
     assert parse_page(r.url, r.text) == []

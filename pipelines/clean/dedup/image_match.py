@@ -1,0 +1,260 @@
+"""When two images show the same figure: the descriptors of the image index and the rule.
+
+Two images are near-equal when their bytes are equal, or when their colours agree (colour
+histograms within ``colour_tolerance``: a green and a teal square are nearly the same grey, so
+grey hashes and thumbnails alone would call them equal) and one of:
+
+- same layout (a re-encoded or resized copy): page hashes within ``image_hamming`` bits and grey
+  page thumbnails within ``thumbnail_tolerance``, and, when the content boxes agree (within
+  SAME_BOX permille), the aligned content thumbnails within ``rescan_tolerance`` (colours where
+  they are: two spinners with the same colours on other sectors have the same histogram);
+- re-scanned (the page moved a little: rescaled, margins cut or widened, grain): page hashes
+  within ``rescan_hamming`` bits, content boxes within ``box_tolerance`` permille of the page
+  and the content thumbnails, aligned, within ``rescan_tolerance`` (``content_tolerance`` when
+  the boxes agree within SAME_BOX: a page that did not move leaves no misalignment to forgive);
+- re-cropped (the figure itself is the same, its margins and place on the page are not):
+  content hashes within ``content_hamming`` bits and the aligned content thumbnails within
+  ``content_tolerance`` (stricter than for a re-scan: nothing of the page is compared).
+
+The aligned distance of two 16x16 RGB content thumbnails is the smallest mean absolute
+difference (0-255, all channels) over shifts of up to one thumbnail cell, compared at twice the
+resolution (bilinear), so half a cell of misplacement costs little.
+
+Images the index describes only by a page hash (and perhaps a grey thumbnail) match by the
+same-layout rule alone; images without a hash match only themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+import polars as pl
+
+from pipelines.clean.dedup.phash import (
+    COLOUR_BINS,
+    CONTENT_BYTES,
+    CONTENT_SIDE,
+    THUMB_BYTES,
+    thumbnail_distance,
+)
+
+NO_HASH = np.uint64(0xFFFFFFFFFFFFFFFF)
+SAME_BOX = 10  # permille: content boxes this close are the same layout
+_FINE = 2 * CONTENT_SIDE
+_SHIFT = 2  # fine pixels = one thumbnail cell
+
+
+@dataclass(frozen=True)
+class MatchRule:
+    image_hamming: int = 4
+    thumbnail_tolerance: float = 3.0
+    rescan_hamming: int = 12
+    rescan_tolerance: float = 8.0
+    content_hamming: int = 4
+    content_tolerance: float = 3.5
+    box_tolerance: int = 50
+    colour_tolerance: float = 1.0
+
+
+def _bilinear(n_out: int, n_in: int) -> np.ndarray:
+    """(n_out, n_in) weights of a bilinear resize with pixel centres aligned (Pillow's convention)."""
+    weights = np.zeros((n_out, n_in))
+    for i in range(n_out):
+        x = (i + 0.5) * n_in / n_out - 0.5
+        lo = int(np.floor(x))
+        frac = x - lo
+        for j, w in ((lo, 1.0 - frac), (lo + 1, frac)):
+            weights[i, min(max(j, 0), n_in - 1)] += w
+    return weights
+
+
+_UP = _bilinear(_FINE, CONTENT_SIDE)
+
+
+def aligned_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """Smallest mean absolute difference of two (32, 32, 3) upsampled content thumbnails over
+    shifts of up to ``_SHIFT`` fine pixels, on the inner window both shifts cover."""
+    inner = slice(_SHIFT, _FINE - _SHIFT)
+    x = a[inner, inner]
+    best = np.inf
+    for dy in range(-_SHIFT, _SHIFT + 1):
+        for dx in range(-_SHIFT, _SHIFT + 1):
+            y = b[_SHIFT + dy:_FINE - _SHIFT + dy, _SHIFT + dx:_FINE - _SHIFT + dx]
+            best = min(best, float(np.abs(x - y).mean()))
+    return best
+
+
+class ImageIndex:
+    """The descriptors of images by content hash (sha256 hex).
+
+    Built from the ``images`` lake table (``from_table``), or from a page-hash mapping and
+    optional grey thumbnails (the same-layout rule only)."""
+
+    def __init__(self, phash_of: Mapping[str, int], thumbnail_of: Mapping[str, bytes] | None = None,
+                 content: Mapping[str, tuple[int, bytes, tuple, bytes]] | None = None):
+        frame = pl.DataFrame({"name": list(phash_of), "phash": list(phash_of.values())},
+                             schema={"name": pl.String, "phash": pl.UInt64})
+        if content:
+            frame = pl.concat([frame, pl.DataFrame({"name": list(content)}, schema={"name": pl.String}).with_columns(
+                pl.lit(None, dtype=pl.UInt64).alias("phash"))])
+        frame = frame.unique("name", keep="first").sort("name")
+        self._names = frame["name"]
+        self._rows = pl.Series(np.arange(frame.height, dtype=np.int64))
+        self.row_of = dict(zip(self._names.to_list(), range(frame.height)))
+        n = frame.height + 1  # the last row describes nothing: row -1 of an unknown image
+        self.phash = np.full(n, NO_HASH, dtype=np.uint64)
+        self.has_phash = np.zeros(n, dtype=bool)
+        self.phash[:-1] = frame["phash"].fill_null(int(NO_HASH)).to_numpy()
+        self.has_phash[:-1] = frame["phash"].is_not_null().to_numpy()
+        self.thumbnail: dict[int, bytes] = {}
+        for name, thumb in (thumbnail_of or {}).items():
+            if name in self.row_of and thumb is not None and len(thumb) == THUMB_BYTES:
+                self.thumbnail[self.row_of[name]] = thumb
+        self.has_content = np.zeros(n, dtype=bool)
+        self.content_phash = np.full(n, NO_HASH, dtype=np.uint64)
+        self.box = np.zeros((n, 4), dtype=np.int64)
+        self._content_thumbnail: dict[int, bytes] = {}
+        self._colours: dict[int, np.ndarray] = {}
+        for name, (content_phash, thumb, box, colours) in (content or {}).items():
+            if content_phash is None or thumb is None or box is None or colours is None:
+                continue
+            i = self.row_of[name]
+            if len(thumb) != CONTENT_BYTES or len(colours) != COLOUR_BINS or len(box) != 4:
+                continue
+            self.has_content[i] = True
+            self.content_phash[i] = np.uint64(int(content_phash))
+            self.box[i] = np.asarray(box, dtype=np.int64)
+            self._content_thumbnail[i] = thumb
+            self._colours[i] = np.frombuffer(colours, dtype=np.uint8).astype(np.float64) / 255.0
+        self._fine: dict[int, np.ndarray] = {}
+
+    @classmethod
+    def from_table(cls, images: pl.DataFrame) -> "ImageIndex":
+        """From the ``images`` lake table; its content columns are optional."""
+        names = images["image_hash"].to_list()
+        phash_of = dict(zip(names, images["phash"].to_list()))
+        thumbnail_of = dict(zip(names, images["thumbnail"].to_list())) if "thumbnail" in images.columns else None
+        content = None
+        if {"content_phash", "content_thumbnail", "content_box", "colours"} <= set(images.columns):
+            content = {
+                name: (ph, thumb, box, colours)
+                for name, ph, thumb, box, colours in zip(
+                    names, images["content_phash"].to_list(), images["content_thumbnail"].to_list(),
+                    images["content_box"].to_list(), images["colours"].to_list(),
+                )
+            }
+        return cls(phash_of, thumbnail_of, content)
+
+    def __len__(self) -> int:
+        return len(self.row_of)
+
+    def rows(self, names: list[str | None]) -> np.ndarray:
+        """Index rows of image names (-1: unknown or None; as an array index, -1 is the row that
+        describes nothing)."""
+        return (
+            pl.Series(names, dtype=pl.String)
+            .replace_strict(self._names, self._rows, default=-1, return_dtype=pl.Int64)
+            .fill_null(-1)
+            .to_numpy()
+        )
+
+    def fine_thumbnail(self, row: int) -> np.ndarray:
+        cached = self._fine.get(row)
+        if cached is None:
+            thumb = np.frombuffer(self._content_thumbnail[row], dtype=np.uint8).reshape(CONTENT_SIDE, CONTENT_SIDE, 3)
+            channels = thumb.astype(np.float64).transpose(2, 0, 1)
+            cached = np.ascontiguousarray((_UP @ channels @ _UP.T).transpose(1, 2, 0))
+            self._fine[row] = cached
+        return cached
+
+    def colour_distance(self, a: int, b: int) -> float:
+        return float(np.abs(self._colours[a] - self._colours[b]).sum())
+
+
+class ImageMatcher:
+    """Near-equality of images by name (content hash), per the module's rule."""
+
+    def __init__(self, index: ImageIndex, rule: MatchRule = MatchRule()):
+        self.index = index
+        self.rule = rule
+
+    def distance(self, a: str, b: str) -> dict | None:
+        """Evidence (a dict) when images ``a`` and ``b`` are near-equal, else None."""
+        if a == b:
+            return {"image": "equal"}
+        index, rule = self.index, self.rule
+        ia, ib = index.row_of.get(a), index.row_of.get(b)
+        if ia is None or ib is None or not (index.has_phash[ia] and index.has_phash[ib]):
+            return None
+        hamming = int(np.bitwise_count(index.phash[ia] ^ index.phash[ib]))
+        if index.has_content[ia] and index.has_content[ib]:
+            colour = index.colour_distance(ia, ib)
+            if colour > rule.colour_tolerance:
+                return None
+            evidence = {"hamming": hamming, "colour": round(colour, 3)}
+        else:
+            evidence = {"hamming": hamming}
+        described = index.has_content[ia] and index.has_content[ib]
+        box = int(np.abs(index.box[ia] - index.box[ib]).max()) if described else None
+        aligned = None
+        if hamming <= rule.image_hamming:
+            ta, tb = index.thumbnail.get(ia), index.thumbnail.get(ib)
+            grey = None if ta is None or tb is None else thumbnail_distance(ta, tb)
+            if grey is None or grey <= rule.thumbnail_tolerance:
+                if grey is not None:
+                    evidence["thumbnail"] = round(grey, 2)
+                if not described or box > SAME_BOX:
+                    return {"image": "re-encoded", **evidence}
+                # same layout: the content thumbnails line up, so colours are compared where
+                # they are (two spinners with the same colours on other sectors)
+                aligned = aligned_distance(index.fine_thumbnail(ia), index.fine_thumbnail(ib))
+                if aligned <= rule.rescan_tolerance:
+                    return {"image": "re-encoded", **evidence, "aligned": round(aligned, 2)}
+                return None
+        if not described:
+            return None
+        content_hamming = int(np.bitwise_count(index.content_phash[ia] ^ index.content_phash[ib]))
+        rescanned = hamming <= rule.rescan_hamming and box <= rule.box_tolerance
+        recropped = content_hamming <= rule.content_hamming
+        if not (rescanned or recropped):
+            return None
+        if aligned is None:
+            aligned = aligned_distance(index.fine_thumbnail(ia), index.fine_thumbnail(ib))
+        evidence.update(content_hamming=content_hamming, box=box, aligned=round(aligned, 2))
+        # a page that hardly moved leaves no misalignment to forgive
+        if rescanned and aligned <= (rule.content_tolerance if box <= SAME_BOX else rule.rescan_tolerance):
+            return {"image": "re-scanned", **evidence}
+        if recropped and aligned <= rule.content_tolerance:
+            return {"image": "re-cropped", **evidence}
+        return None
+
+    def near(self, a: str, b: str) -> bool:
+        return self.distance(a, b) is not None
+
+    def options(self, a: tuple[str, ...], b: tuple[str, ...]) -> dict | None:
+        """Evidence of a one-to-one near-equal matching of two image option multisets (greedy by
+        Hamming distance, options are few), or None when there is none."""
+        if len(a) != len(b):
+            return None
+        remaining = list(b)
+        kinds: list[str] = []
+        worst = 0
+        for x in sorted(a):
+            if x in remaining:
+                remaining.remove(x)
+                continue
+            best = None
+            for k, y in enumerate(remaining):
+                found = self.distance(x, y)
+                if found is not None and (best is None or found.get("hamming", 0) < best[1].get("hamming", 0)):
+                    best = (k, found)
+            if best is None:
+                return None
+            kinds.append(best[1]["image"])
+            worst = max(worst, best[1].get("hamming", 0))
+            remaining.pop(best[0])
+        if not kinds:
+            return {"options": "equal"}
+        return {"options": "near", "options_image": sorted(set(kinds)), "options_hamming": worst}

@@ -1,0 +1,134 @@
+"""Quality checks of the dataset stages (``pipelines/dataset/stage.py``), run as Dagster asset
+checks by ``assets/dataset.py``."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from pipelines.checks import CheckOutcome, quality_check
+from pipelines.dataset.export import check_release_invariants
+from pipelines.dataset.option_order import FIGURE_LABELS, KEPT_ORDER_PREFIX, label_index, sequence_scheme
+from pipelines.dataset.shuffle import answer_position_uniformity, option_orders
+from pipelines.dataset.split import SplitConfig, figure_stem_leakage, leakage, proportions_by_subject
+from pipelines.settings import BuildSettings
+from pipelines.store.home import DataHome
+from pipelines.store.lake import read_lake
+from pipelines.store.records import num_options
+
+
+@quality_check(lambda h: [h.lake_path("shuffled")])
+def answer_position_uniform(home: DataHome, settings: BuildSettings) -> CheckOutcome:
+
+    results = answer_position_uniformity(read_lake(home, "shuffled"))
+    worst = min((r.p_value for r in results if r.n >= 20), default=1.0)
+    return CheckOutcome(
+        worst >= 0.001,
+        f"smallest p-value {worst:.4f}",
+        {"per_num_options": {str(r.num_options): {"n": r.n, "counts": list(r.counts), "p": round(r.p_value, 4)} for r in results}},
+    )
+
+
+@quality_check(lambda h: [h.lake_path("latex"), h.lake_path("shuffled")])
+def answer_content_unchanged(home: DataHome, settings: BuildSettings) -> CheckOutcome:
+    def answer_content(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.filter(pl.col("answer_idx") >= 0).select(
+            "question_id",
+            pl.coalesce(
+                pl.col("choices").list.get(pl.col("answer_idx"), null_on_oob=True),
+                pl.col("choice_images").list.get(pl.col("answer_idx"), null_on_oob=True),
+            ).alias("answer"),
+        )
+
+    columns = ["question_id", "choices", "choice_images", "answer_idx"]
+    joined = answer_content(read_lake(home, "latex").select(columns)).join(
+        answer_content(read_lake(home, "shuffled").select(columns)), on="question_id", suffix="_after"
+    )
+    changed = joined.filter(pl.col("answer") != pl.col("answer_after")).height
+    return CheckOutcome(changed == 0, f"{changed} answers changed", {"changed": changed, "compared": joined.height})
+
+
+@quality_check(lambda h: [h.lake_path("latex"), h.lake_path("shuffled")])
+def kept_order_keys_match_source(home: DataHome, settings: BuildSettings) -> CheckOutcome:
+    """Questions whose option order carries meaning kept it: the recorded reason is the one
+    their source options call for, the permutation is the identity, the options are the
+    source's, and a figure-label key still names the source's answer position."""
+
+    source = read_lake(home, "latex").select("question_id", "choices", "answer_idx")
+    after = read_lake(home, "shuffled")
+    if "shuffle" not in after.columns:
+        return CheckOutcome(False, "the shuffled questions record no shuffle column", {"missing_column": "shuffle"})
+    source = source.with_columns(option_orders(source).alias("expected"))
+    joined = source.join(
+        after.select("question_id", "choices", "answer_idx", "permutation", "shuffle"),
+        on="question_id", suffix="_after",
+    )
+    wrong_reason = joined.filter(pl.col("expected") != pl.col("shuffle"))
+    kept = joined.filter(pl.col("shuffle").str.starts_with(KEPT_ORDER_PREFIX))
+    moved = kept.filter(
+        (pl.col("permutation") != pl.int_ranges(0, pl.col("permutation").list.len()))
+        | (pl.col("choices") != pl.col("choices_after"))
+    )
+    labelled = kept.filter((pl.col("shuffle") == FIGURE_LABELS) & (pl.col("answer_idx") >= 0))
+    key_labels = labelled.select(
+        "question_id", "answer_idx", "choices_after",
+        pl.col("choices_after").list.get(pl.col("answer_idx_after"), null_on_oob=True).alias("key"),
+    )
+    wrong_key = [
+        qid for qid, source_answer, options, key in key_labels.iter_rows()
+        if label_index(key, sequence_scheme(options)) != source_answer
+    ]
+    counts = kept.group_by("shuffle").len()
+    bad = sorted(set(wrong_reason["question_id"]) | set(moved["question_id"]) | set(wrong_key))
+    return CheckOutcome(
+        not bad,
+        f"{len(bad)} kept-order questions with the wrong reason, a moved option or a moved key",
+        {
+            "kept_order": dict(zip(counts["shuffle"].to_list(), counts["len"].to_list())),
+            "reason_differs_from_options": wrong_reason.height,
+            "order_changed": moved.height,
+            "key_label_differs_from_source": len(wrong_key),
+            "examples": bad[:5],
+        },
+    )
+
+
+@quality_check(lambda h: [h.lake_path("questions")])
+def no_split_leakage(home: DataHome, settings: BuildSettings) -> CheckOutcome:
+    """No family in two splits, and, independently of the families, no problem image with the
+    same canonical stem in two splits."""
+
+    frame = read_lake(home, "questions")
+    families = leakage(frame)
+    pairs = figure_stem_leakage(frame)
+    return CheckOutcome(
+        families.height == 0 and pairs.height == 0,
+        f"{families.height} families and {pairs.height} figure+stem pairs in more than one split",
+        {
+            "leaking_families": families.height,
+            "leaking_figure_stems": pairs.height,
+            "examples": [list(ids) for ids in pairs["question_ids"].head(5).to_list()],
+        },
+    )
+
+
+@quality_check(lambda h: [h.lake_path("questions")], settings=lambda s: {"split": [s.split_train, s.split_valid, s.split_test]})
+def split_proportions(home: DataHome, settings: BuildSettings) -> CheckOutcome:
+    """Every subject within one question of its largest-remainder quotas (one family when its
+    families are larger)."""
+
+    ratios = SplitConfig(settings.split_train, settings.split_valid, settings.split_test).ratios()
+    subjects = proportions_by_subject(read_lake(home, "questions"), ratios)
+    off = [s["subject"] for s in subjects if not s["ok"]]
+    return CheckOutcome(
+        not off,
+        f"{len(off)} subjects off their split quotas" + (f" ({', '.join(map(str, off))})" if off else ""),
+        {str(s["subject"]): {"counts": s["counts"], "targets": s["targets"], "allowed": s["allowed"]} for s in subjects},
+    )
+
+
+@quality_check(lambda h: sorted(h.export.glob("*.parquet")))
+def export_invariants(home: DataHome, settings: BuildSettings) -> CheckOutcome:
+
+    problems = check_release_invariants(home.export)
+    first = f", first: {problems[0]}" if problems else ""
+    return CheckOutcome(not problems, f"{len(problems)} problems{first}", {"problems": problems[:10]})

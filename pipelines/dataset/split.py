@@ -1,0 +1,211 @@
+"""Stable, family-aware train/valid/test assignment.
+
+Policy
+------
+* The unit of assignment is the family (``duplicate_group``, set by ``dedup.figure_families``):
+  questions that share a figure and a stem land in the same split, whatever their options.
+* Each subject gets quotas from the ratios (default 60/20/20) by largest remainder over its
+  questions (ties: train, valid, test). New families are dealt largest first, then in the
+  order of a seeded hash of the family id; each goes to the split where its skill is furthest
+  below the skill's own ideal share (the ratios times the skill's questions), among the splits
+  whose subject quota still has room for the whole family (if none has, the split with the
+  most room). Subject counts therefore meet their quotas exactly when families are single
+  questions and within one family otherwise, small subjects included, and every skill is
+  spread over the splits about as the ratios say.
+* A split ledger (``split_ledger``: question_id, duplicate_group, split) is kept across builds.
+  A family with a ledgered member keeps its members' split; only families without one are
+  dealt, against the quotas of the grown subject. Adding questions therefore never moves an
+  existing one, except in one case: when a new build joins questions that the ledger had put
+  in different splits into one family (a new question bridges two families, or dedup got
+  better), the family takes the split that holds most of its ledgered questions (ties: the
+  split of its smallest ledgered question_id), and the others move with it: leakage would be
+  worse than a move.
+* A family whose question came with a split from its source (an imported release such as
+  STEM or ScienceQA) keeps that split when ``respect_source_split`` is on (the smallest such
+  split if its members disagree).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass
+
+import polars as pl
+
+SPLITS = ("train", "valid", "test")
+LEDGER_SCHEMA = {"question_id": pl.String, "duplicate_group": pl.String, "split": pl.String}
+
+
+@dataclass(frozen=True)
+class SplitConfig:
+    train: float = 0.6
+    valid: float = 0.2
+    test: float = 0.2
+    seed: int = 0
+    respect_source_split: bool = True
+
+    def ratios(self) -> tuple[float, float, float]:
+        total = self.train + self.valid + self.test
+        if total <= 0 or min(self.train, self.valid, self.test) < 0:
+            raise ValueError(f"split ratios must be non-negative and sum to more than 0, got {self.train}/{self.valid}/{self.test}")
+        return (self.train / total, self.valid / total, self.test / total)
+
+
+def quotas(n: int, ratios: tuple[float, float, float]) -> list[int]:
+    """Largest-remainder apportionment of ``n`` items to the three splits."""
+    exact = [n * r for r in ratios]
+    base = [int(x) for x in exact]
+    remainder = n - sum(base)
+    order = sorted(range(3), key=lambda i: (-(exact[i] - base[i]), i))
+    for i in order[:remainder]:
+        base[i] += 1
+    return base
+
+
+def group_order_key(group: str, seed: int) -> bytes:
+    return hashlib.sha256(f"split:{seed}:{group}".encode()).digest()
+
+
+def read_ledger(ledger: pl.DataFrame | None) -> pl.DataFrame:
+    """A ledger in the current schema; an older one (duplicate_group, split), written when every
+    group was one question, keys its rows by that group."""
+    if ledger is None:
+        return pl.DataFrame(schema=LEDGER_SCHEMA)
+    if "question_id" not in ledger.columns:
+        ledger = ledger.with_columns(pl.col("duplicate_group").alias("question_id"))
+    return ledger.select(list(LEDGER_SCHEMA)).cast(LEDGER_SCHEMA)
+
+
+def _ledgered_split(members: list[str], known: dict[str, str]) -> str | None:
+    held = [(known[m], m) for m in members if m in known]
+    if not held:
+        return None
+    counts = Counter(split for split, _ in held)
+    top = max(counts.values())
+    return min((m, split) for split, m in held if counts[split] == top)[1]
+
+
+def assign_splits(
+    questions: pl.DataFrame,
+    ledger: pl.DataFrame | None,
+    config: SplitConfig = SplitConfig(),
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Add a ``split`` column to ``questions``; return (questions, updated ledger).
+
+    ``questions`` needs ``duplicate_group``, ``subject``, ``skill`` and optionally
+    ``question_id`` (else each row's group stands for it in the ledger) and ``source_split``.
+    The ledger keeps the rows of questions that are gone."""
+    ratios = config.ratios()
+    ledger = read_ledger(ledger)
+    by_question = dict(zip(ledger["question_id"].to_list(), ledger["split"].to_list()))
+    by_group = dict(zip(ledger["duplicate_group"].to_list(), ledger["split"].to_list()))
+
+    member_col = "question_id" if "question_id" in questions.columns else "duplicate_group"
+    has_source_split = "source_split" in questions.columns
+    members = questions.select(
+        pl.col(member_col).alias("member"),
+        "duplicate_group",
+        "subject",
+        "skill",
+        (pl.col("source_split") if has_source_split else pl.lit(None, dtype=pl.String)).alias("source_split"),
+    ).sort("member")
+    families = members.group_by("duplicate_group", maintain_order=True).agg(
+        pl.col("member"),
+        pl.col("subject").first(),
+        pl.col("skill").first(),
+        pl.col("source_split").filter(pl.col("source_split").is_in(SPLITS)).min(),
+    ).sort("duplicate_group")
+
+    assignment: dict[str, str] = {}
+    for (subject,), fams in families.group_by(["subject"], maintain_order=True):
+        subject_counts = [0, 0, 0]
+        skill_counts: dict[str, list[int]] = {}
+        skill_size: Counter = Counter()
+        new = []
+        for group, member_list, skill, source_split in zip(
+            fams["duplicate_group"].to_list(), fams["member"].to_list(), fams["skill"].to_list(),
+            fams["source_split"].to_list(),
+        ):
+            size = len(member_list)
+            skill_size[skill] += size
+            split = _ledgered_split(member_list, by_question) or by_group.get(group)
+            if split is None and config.respect_source_split and source_split in SPLITS:
+                split = source_split
+            if split is None:
+                new.append((group, skill, size))
+                continue
+            assignment[group] = split
+            i = SPLITS.index(split)
+            subject_counts[i] += size
+            skill_counts.setdefault(skill, [0, 0, 0])[i] += size
+        if not new:
+            continue
+        target = quotas(sum(skill_size.values()), ratios)
+        for group, skill, size in sorted(new, key=lambda g: (-g[2], group_order_key(g[0], config.seed))):
+            cell = skill_counts.setdefault(skill, [0, 0, 0])
+            room = [target[i] - subject_counts[i] for i in range(3)]
+            fits = [i for i in range(3) if room[i] >= size] or [max(range(3), key=lambda i: (room[i], -i))]
+            best = max(
+                fits,
+                key=lambda i: (skill_size[skill] * ratios[i] - cell[i], room[i] / max(target[i], 1), -i),
+            )
+            assignment[group] = SPLITS[best]
+            subject_counts[best] += size
+            cell[best] += size
+
+    result = questions.with_columns(
+        pl.col("duplicate_group").replace_strict(assignment, return_dtype=pl.String).alias("split")
+    )
+    current = result.select(
+        pl.col(member_col).alias("question_id"), "duplicate_group", "split"
+    ).unique(subset="question_id", keep="first")
+    gone = ledger.join(current.select("question_id"), on="question_id", how="anti")
+    updated = pl.concat([current.cast(LEDGER_SCHEMA), gone]).sort("question_id")
+    return result, updated
+
+
+def leakage(questions: pl.DataFrame) -> pl.DataFrame:
+    """Families (``duplicate_group``) that appear in more than one split (should be empty)."""
+    return (
+        questions.group_by("duplicate_group")
+        .agg(pl.col("split").n_unique().alias("splits"))
+        .filter(pl.col("splits") > 1)
+    )
+
+
+def figure_stem_leakage(questions: pl.DataFrame) -> pl.DataFrame:
+    """(problem image, canonical stem) pairs that appear in more than one split, whatever the
+    families say (should be empty). The stem is the text before LaTeX conversion when the
+    frame has it (``problem_original``)."""
+    from pipelines.clean.dedup.normalize import canonical_text
+
+    text = "problem_original" if "problem_original" in questions.columns else "problem"
+    frame = questions.filter(pl.col("problem_image").is_not_null())
+    stems = {x: canonical_text(x) for x in frame[text].drop_nulls().unique().to_list()}
+    return (
+        frame.with_columns(pl.col(text).replace_strict(stems, default="", return_dtype=pl.String).alias("stem"))
+        .group_by("problem_image", "stem")
+        .agg(pl.col("split").n_unique().alias("splits"), pl.col("question_id").sort().alias("question_ids"))
+        .filter(pl.col("splits") > 1)
+        .sort("problem_image", "stem")
+    )
+
+
+def proportions_by_subject(questions: pl.DataFrame, ratios: tuple[float, float, float]) -> list[dict]:
+    """Per subject: questions per split, the largest-remainder targets, the allowed deviation
+    (one question, or the largest family of the subject) and whether every split is within it."""
+    out = []
+    sizes = questions.group_by("subject", "duplicate_group").len()
+    largest = dict(sizes.group_by("subject").agg(pl.col("len").max()).iter_rows())
+    counts = questions.group_by("subject", "split").len()
+    per = {(subject, split): n for subject, split, n in counts.iter_rows()}
+    for subject in sorted(questions["subject"].unique().to_list(), key=str):
+        got = [per.get((subject, s), 0) for s in SPLITS]
+        target = quotas(sum(got), ratios)
+        allowed = max(1, int(largest.get(subject, 1)))
+        out.append({
+            "subject": subject, "counts": dict(zip(SPLITS, got)), "targets": dict(zip(SPLITS, target)),
+            "allowed": allowed, "ok": all(abs(g - t) <= allowed for g, t in zip(got, target)),
+        })
+    return out

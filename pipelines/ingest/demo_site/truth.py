@@ -1,0 +1,282 @@
+"""Ground truth of the demo quiz site, for tests and benchmarks of every later stage.
+
+``write_truth(config, path)`` writes JSON Lines (UTF-8, one object per line, keys sorted):
+
+Line 1, ``{"type": "site", ...}``:
+  ``format`` ("stemforge-demo-truth/1"), ``seed``, ``questions`` (base size), ``faults``,
+  ``revision``, ``base_url`` ("http://demo.localhost/", the canonical base: every ``url``
+  below is a path to join to it), ``num_questions`` (present at this revision),
+  ``subjects`` ({subject: questions}), ``avg_options`` ({subject: mean}), ``skills``
+  ([{subject, grade, skill, layout, family, count, oversized}], count = present
+  questions), ``rates`` (planted-problem, revision and fault rates), ``disallowed``
+  (robots.txt prefixes), ``permanent_faults`` ({kind: [url, ...]}), ``changes``
+  ({"added", "edited", "removed": [url, ...]} relative to revision - 1; empty at 0),
+  ``duplicate_pairs`` (number of (original, copy) pairs), ``layouts`` ({layout: count}).
+
+Then one ``{"type": "question", ...}`` line per present question, ascending index:
+  ``index``, ``url`` (path), ``subject``, ``grade`` (null for technology), ``skill``,
+  ``layout`` (ixl | proprofs | triviaplaza), ``problem`` (as shown on the page),
+  ``problem_latex`` (formulas as ``\\( latex \\)``, prose byte-identical), ``formulas``
+  ([[unicode span, latex], ...]; [] for text without math; a span the page already writes
+  in TeX, ``$latex$`` or ``\\( latex \\)``, has the TeX inside as its latex, kept byte for
+  byte; a price such as ``$4.50`` is prose), ``problem_image``
+  (null or {key, content_key, kind, format}), ``choices`` (texts or null),
+  ``choices_latex``, ``choice_formulas``, ``choice_images`` (null or [{key, content_key,
+  kind, format}]), ``answer_idx`` (0-based), ``answer`` (the answer's text, or its image
+  key), ``image_alts``, ``family`` (template family id "<family>/<text template>"),
+  ``role`` (normal | exact | near | template | text_only), ``duplicate_group``
+  ("dup-<index of the original>", or null), ``duplicate_kind`` ("original" for the kept
+  original, "exact" or "near" for copies, null otherwise; a group whose other members are
+  all removed by a revision is not a group), ``near_variant`` (jpeg | resize | rescan |
+  whitespace | case | nbsp | zero_width | nfd | option_order | tex_spacing | label_punct |
+  null), ``template_of`` (url of the question it is a templated sibling of, NOT a duplicate:
+  same text, or for colour variants the text with one colour word swapped, or null),
+  ``template_change`` (image | options | colour | null), ``split_group`` ("split-<index>":
+  the family that must land in one split: a duplicate group joined with the siblings that
+  keep its figure, text and answer with other distractors; null when alone), ``text_only``
+  (bool), ``permanent_fault``
+  (truncated_html | missing_image | corrupt_image | redirect_loop | null; only with
+  faults), ``cogme`` ({target: [...<=3], content: [...<=3], thinking}), ``version``
+  (edits so far), ``lastmod`` (YYYY-MM-DD), ``revision_status`` (added | edited |
+  unchanged, relative to revision - 1), ``option_order`` ("shuffled", or
+  "kept-order:figure-labels" when the options are the labels of figures drawn in the picture,
+  "kept-order:refers-to-options" when an option refers to the others: the value the
+  pipeline's ``questions.shuffle`` must record; the order and key of such options must stay).
+
+A question URL with a permanent fault cannot be stored by a crawler: stored + quarantined
+must equal the set of question URLs here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Iterator
+
+from pipelines.ingest.demo_site import faults as FT
+from pipelines.ingest.demo_site import generator as G
+from pipelines.ingest.demo_site.faults import Faults
+from pipelines.ingest.demo_site.generator import DemoQuestion, DemoSite, SiteConfig
+
+FORMAT = "stemforge-demo-truth/1"
+CANONICAL_BASE = "http://demo.localhost/"
+
+
+def _image(spec) -> dict | None:
+    if spec is None:
+        return None
+    return {"key": spec.key, "content_key": spec.content_key, "kind": spec.kind, "format": spec.extension}
+
+
+def duplicate_groups(site: DemoSite) -> dict[int, tuple[str, str]]:
+    """index -> (group id, kind) for every present member of a group with >= 2 present members."""
+    members: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    for i in site.indices():
+        role, ref = site.role(i)
+        if role in ("exact", "near"):
+            members[ref].append((i, role))
+    out: dict[int, tuple[str, str]] = {}
+    for root, copies in members.items():
+        group = f"dup-{root}"
+        everyone = copies + ([(root, "original")] if site.is_present(root) else [])
+        if len(everyone) < 2:
+            continue
+        for i, kind in everyone:
+            out[i] = (group, kind)
+    return out
+
+
+def split_groups(site: DemoSite, groups: dict[int, tuple[str, str]]) -> dict[int, str]:
+    """index -> "split-<smallest index>" for every present member of a family of >= 2 present
+    questions: duplicate groups joined with their templated siblings that keep figure, text and
+    answer and change only the other options (``template_change='options'``)."""
+    parent: dict[int, int] = {}
+
+    def find(x: int) -> int:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(a: int, b: int) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+
+    for i, (group, _) in groups.items():
+        union(i, int(group.removeprefix("dup-")))
+    for i in site.indices():
+        role, ref = site.role(i)
+        if role == "template" and site.question(i).template_change == "options":
+            union(i, ref)
+    members: dict[int, list[int]] = defaultdict(list)
+    for i in parent:
+        if site.is_present(i):
+            members[find(i)].append(i)
+    return {i: f"split-{min(ms)}" for ms in members.values() if len(ms) >= 2 for i in ms}
+
+
+def question_record(site: DemoSite, q: DemoQuestion, groups: dict, faults: Faults, status: str,
+                    families: dict | None = None) -> dict:
+    group, kind = groups.get(q.index, (None, None))
+    tpl = None
+    if q.template_of is not None:
+        tpl = site.question(q.template_of).path
+    return {
+        "type": "question", "index": q.index, "url": q.path, "subject": q.subject, "grade": q.grade,
+        "skill": q.skill, "layout": q.layout, "problem": q.problem, "problem_latex": q.problem_latex,
+        "formulas": [list(f) for f in q.formulas], "problem_image": _image(q.problem_image),
+        "choices": list(q.choices) if q.choices is not None else None,
+        "choices_latex": list(q.choices_latex) if q.choices_latex is not None else None,
+        "choice_formulas": [[list(f) for f in fs] for fs in q.choice_formulas] if q.choice_formulas is not None else None,
+        "choice_images": [_image(s) for s in q.choice_images] if q.choice_images is not None else None,
+        "answer_idx": q.answer_idx,
+        "answer": q.choices[q.answer_idx] if q.choices is not None else q.choice_images[q.answer_idx].key,
+        "image_alts": list(q.image_alts), "family": q.family, "role": q.role,
+        "duplicate_group": group, "duplicate_kind": kind, "near_variant": q.near_variant,
+        "template_of": tpl, "template_change": q.template_change, "text_only": q.text_only,
+        "permanent_fault": faults.permanent(q.index),
+        "cogme": {"target": list(q.cogme_target), "content": list(q.cogme_content), "thinking": q.cogme_thinking},
+        "version": q.version, "lastmod": q.lastmod, "revision_status": status, "option_order": q.option_order,
+        "split_group": (families or {}).get(q.index),
+    }
+
+
+def revision_changes(config: SiteConfig) -> dict[str, list[str]]:
+    """URLs added, edited and removed by ``config.revision`` relative to the revision before."""
+    if config.revision == 0:
+        return {"added": [], "edited": [], "removed": []}
+    now = DemoSite(config)
+    before = DemoSite(SiteConfig(config.seed, config.questions, config.faults, config.revision - 1))
+    added, edited, removed = [], [], []
+    for i in range(now.num_indices):
+        was, isn = before.is_present(i), now.is_present(i)
+        if isn and not was:
+            added.append(now.question(i).path)
+        elif was and not isn:
+            removed.append(before.question(i).path)
+        elif isn and was:
+            a, b = before.question(i), now.question(i)
+            if (a.problem, a.problem_image, a.choices, a.choice_images, a.answer_idx) != (
+                    b.problem, b.problem_image, b.choices, b.choice_images, b.answer_idx):
+                edited.append(b.path)
+    return {"added": added, "edited": edited, "removed": removed}
+
+
+class _Summary:
+    """Site-level aggregates gathered while question records stream by."""
+
+    def __init__(self, site: DemoSite):
+        self.site = site
+        self.count = 0
+        self.subjects: Counter = Counter()
+        self.options: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        self.skill_counts: Counter = Counter()
+        self.layouts: Counter = Counter()
+        self.permanent: dict[str, list[str]] = {k: [] for k in FT.PERMANENT_KINDS}
+
+    def add(self, q: DemoQuestion, rec: dict) -> None:
+        self.count += 1
+        self.subjects[q.subject] += 1
+        acc = self.options[q.subject]
+        acc[0] += q.num_choices
+        acc[1] += 1
+        self.skill_counts[(q.subject, q.grade, q.skill)] += 1
+        self.layouts[q.layout] += 1
+        if rec["permanent_fault"]:
+            self.permanent[rec["permanent_fault"]].append(q.path)
+
+    def record(self, groups: dict, changes: dict) -> dict:
+        config, site = self.site.config, self.site
+        return {
+            "type": "site", "format": FORMAT, "seed": config.seed, "questions": config.questions,
+            "faults": config.faults, "revision": config.revision, "base_url": CANONICAL_BASE,
+            "num_questions": self.count, "subjects": dict(self.subjects),
+            "avg_options": {s: round(v[0] / v[1], 4) for s, v in self.options.items()},
+            "skills": [{"subject": sk.subject, "grade": sk.grade, "skill": sk.skill, "layout": sk.layout,
+                        "family": sk.family, "count": self.skill_counts[(sk.subject, sk.grade, sk.skill)],
+                        "oversized": sk.oversized} for sk in site.skills()],
+            "rates": {"exact": G.EXACT_RATE, "near": G.NEAR_RATE, "template": G.TEMPLATE_RATE,
+                      "text_only": G.TEXT_ONLY_RATE, "add": G.ADD_RATE, "remove": G.REMOVE_RATE, "edit": G.EDIT_RATE,
+                      "429": FT.RATE_429, "5xx": FT.RATE_5XX, "slow": FT.RATE_SLOW, "permanent": FT.RATE_PERMANENT},
+            "disallowed": ["/members/", "/print/"],
+            "permanent_faults": self.permanent if config.faults else {},
+            "changes": changes,
+            "duplicate_pairs": sum(1 for g in groups.values() if g[1] != "original"),
+            "layouts": dict(self.layouts),
+        }
+
+
+def _question_records(config: SiteConfig):
+    """(site, groups, changes, summary, iterator of question records); the summary fills as it runs."""
+    site = DemoSite(config)
+    faults = Faults(site)
+    groups = duplicate_groups(site)
+    families = split_groups(site, groups)
+    changes = revision_changes(config)
+    added, edited = set(changes["added"]), set(changes["edited"])
+    summary = _Summary(site)
+
+    def records():
+        for i in site.indices():
+            q = site.question(i)
+            status = "added" if q.path in added else "edited" if q.path in edited else "unchanged"
+            rec = question_record(site, q, groups, faults, status, families)
+            summary.add(q, rec)
+            yield rec
+
+    return site, groups, changes, summary, records()
+
+
+def iter_truth(config: SiteConfig) -> Iterator[dict]:
+    """The truth records: the site record first, then one per present question (held in memory)."""
+    _, groups, changes, summary, records = _question_records(config)
+    questions = list(records)
+    yield summary.record(groups, changes)
+    yield from questions
+
+
+def write_truth(config: SiteConfig, path: str | os.PathLike) -> Path:
+    """Write the truth as JSON Lines atomically, streaming (paper scale fits in little memory)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _, groups, changes, summary, records = _question_records(config)
+    fd_q, tmp_q = tempfile.mkstemp(dir=path.parent, prefix=".tmp-q-", suffix=".jsonl")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".jsonl")
+    try:
+        with os.fdopen(fd_q, "w+", encoding="utf-8", newline="\n") as qf:
+            for rec in records:
+                qf.write(json.dumps(rec, ensure_ascii=False, sort_keys=True))
+                qf.write("\n")
+            qf.seek(0)
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+                f.write(json.dumps(summary.record(groups, changes), ensure_ascii=False, sort_keys=True))
+                f.write("\n")
+                while chunk := qf.read(1 << 20):
+                    f.write(chunk)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        for leftover in (tmp, tmp_q):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
+    return path
+
+
+def read_truth(path: str | os.PathLike) -> tuple[dict, list[dict]]:
+    """(site record, question records) of a truth file."""
+    site, questions = None, []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            rec = json.loads(line)
+            if rec.get("type") == "site":
+                site = rec
+            else:
+                questions.append(rec)
+    if site is None:
+        raise ValueError(f"{path}: not a demo-site truth file (no site record)")
+    return site, questions

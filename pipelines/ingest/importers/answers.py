@@ -1,0 +1,146 @@
+"""Reading an answer given as a letter, a 0-based index or the option's text.
+
+``parse_answer`` returns the 0-based index of the correct option or raises ``AnswerError``
+with a stable reason (and the value in its detail). With ``answer_format="auto"`` every
+reading that applies is tried; when two readings point at different options (e.g. answer
+``"1"`` with options ``["1", "2"]``: index 1, or the text of option 0) the answer is refused
+as ambiguous rather than guessed; choose ``letter``, ``index`` or ``text`` explicitly to
+resolve it.
+
+With ``answer_format="letter"`` the letter may be followed by an explanation (``D``,
+``D. because ...``, ``(D) ...``, ``D: ...``, ``D ...``): the first letter is the answer.
+A list of one answer is that answer. Several answers (``["A", "C"]``, ``"BD"``,
+``"(A, D) ..."``) cannot be held by one ``answer_idx`` and are refused as ``several answers``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from typing import Any, Sequence
+
+from pipelines.ingest.importers.common import RecordProblem, one_line
+
+ANSWER_FORMATS = ("auto", "letter", "index", "text")
+
+_LETTER = re.compile(
+    r"^(?:(?:the\s+)?(?:correct\s+)?(?:answer|option|choice)(?:\s+is)?\s*[:\-]?\s*)?"
+    r"[(\[]?\s*([a-z])\s*[)\]]?\s*[.:)]?$",
+    re.IGNORECASE,
+)
+_LETTER_WITH_TEXT = re.compile(
+    r"^(?:(?:the\s+)?(?:correct\s+)?answer(?:\s+is)?\s*[:\-]?\s*)?[(\[]?([a-z])[)\].:]\s+(.+)$",
+    re.IGNORECASE | re.DOTALL,
+)
+_LETTER_EXPLAINED = re.compile(r"^[(\[（]?([a-z])[)\]）]?(?=$|[\s.:：;；,，、)\-–—])", re.IGNORECASE)
+_LETTER_LIST = re.compile(
+    r"^[(\[（]?\s*[a-z](?:(?:\s*[,，、;；&/]\s*|\s+and\s+)[a-z])+\s*[)\]）]?(?=$|[\s.:：;,)])", re.IGNORECASE
+)
+_LETTER_RUN = re.compile(r"^[A-Z](?:\s*[A-Z])+$")
+_INDEX = re.compile(r"^\s*\d+\s*$")
+
+
+class AnswerError(RecordProblem):
+    """The answer cannot be read as exactly one option."""
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _shown(value: Any) -> str:
+    return one_line(repr(value), 80)
+
+
+def several_letters(text: str, label_index: dict[str, int]) -> list[str] | None:
+    """The labels of an answer naming several options (``BD``, ``A, C``, ``(A and D) ...``),
+    or None when ``text`` does not name two or more distinct known labels."""
+    if _LETTER_RUN.match(text):
+        letters = re.findall(r"[A-Z]", text)
+    elif match := _LETTER_LIST.match(text):
+        letters = re.findall(r"(?<![a-z])[a-z](?![a-z])", match.group(0), re.IGNORECASE)
+    else:
+        return None
+    if len({x.casefold() for x in letters}) < 2 or any(x.casefold() not in label_index for x in letters):
+        return None
+    return letters
+
+
+def parse_answer(
+    value: Any,
+    option_texts: Sequence[str] | None,
+    num_options: int,
+    labels: Sequence[str] | None = None,
+    answer_format: str = "auto",
+) -> int:
+    """The 0-based option index that ``value`` designates.
+
+    ``option_texts`` are the text options (None for image options); ``labels`` are the
+    option labels when the source names them (e.g. the keys of ``{"A": ..., "B": ...}``),
+    by default A, B, C, ... .
+    """
+    if answer_format not in ANSWER_FORMATS:
+        raise ValueError(f"answer format {answer_format!r} is not one of {', '.join(ANSWER_FORMATS)}")
+    if isinstance(value, (list, tuple)):
+        if len(value) > 1:
+            raise AnswerError("several answers", _shown(value))
+        value = value[0] if value else None
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise AnswerError("missing answer")
+    if isinstance(value, (bool, dict, list, tuple)):
+        raise AnswerError("answer is not a single letter, index or option text", _shown(value))
+    if labels is None:
+        labels = list(string.ascii_uppercase[:num_options])
+    label_index = {str(label).strip().casefold(): i for i, label in enumerate(labels)}
+
+    readings: list[tuple[str, int]] = []
+    several = None
+    if isinstance(value, (int, float)):
+        if answer_format not in ("auto", "index"):
+            raise AnswerError(f"answer is a number, expected {answer_format}", _shown(value))
+        if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
+            raise AnswerError("answer is not a whole-number index", _shown(value))
+        readings.append(("index", int(value)))
+    elif isinstance(value, str):
+        text = value.strip()
+        if answer_format in ("auto", "index") and _INDEX.match(text):
+            readings.append(("index", int(text)))
+        if answer_format in ("auto", "letter"):
+            letter = _LETTER.match(text)
+            if letter:
+                readings.append(("letter", label_index.get(letter.group(1).casefold(), num_options)))
+            elif text.casefold() in label_index:
+                readings.append(("letter", label_index[text.casefold()]))
+            else:
+                several = several_letters(text, label_index)
+                with_text = _LETTER_WITH_TEXT.match(text)
+                explained = _LETTER_EXPLAINED.match(text)
+                if with_text and option_texts is not None and several is None:
+                    i = label_index.get(with_text.group(1).casefold())
+                    if i is not None and i < len(option_texts) and _norm(option_texts[i]) == _norm(with_text.group(2)):
+                        readings.append(("letter", i))
+                if answer_format == "letter" and explained and several is None and not readings:
+                    readings.append(("letter", label_index.get(explained.group(1).casefold(), num_options)))
+        if answer_format in ("auto", "text") and option_texts is not None:
+            matches = [i for i, opt in enumerate(option_texts) if _norm(opt) == _norm(text)]
+            if len(matches) > 1:
+                raise AnswerError("answer matches several options' text", _shown(value))
+            if matches:
+                readings.append(("text", matches[0]))
+    else:
+        raise AnswerError("answer is not a letter, an index or an option's text", _shown(value))
+
+    in_range = [(kind, i) for kind, i in readings if 0 <= i < num_options]
+    distinct = sorted({i for _, i in in_range})
+    if len(distinct) == 1:
+        return distinct[0]
+    if len(distinct) > 1:
+        described = ", ".join(f"as {kind} option {i}" for kind, i in in_range)
+        raise AnswerError("ambiguous answer", f"{_shown(value)}: {described}")
+    if several is not None:
+        raise AnswerError("several answers", _shown(value))
+    if readings:
+        raise AnswerError("answer out of range", f"{_shown(value)} for {num_options} options")
+    wanted = "a letter, a 0-based index or an option's text" if answer_format == "auto" else f"a valid {answer_format}"
+    raise AnswerError(f"answer is not {wanted}", _shown(value))

@@ -1,0 +1,125 @@
+"""Importer for JSON files holding many questions: ``json:PATH[?mapping]``.
+
+PATH is a ``.json`` file or a folder, whose ``*.json`` files (not its subfolders) are read
+in name order. A file is an array of records, or an object of arrays: every value of the
+object that is an array holds records, and its key is the pseudo-field ``_key`` (SceMQA's
+``{"Math": [...], "Physics": [...]}`` maps ``subject=_key``); other values (``"keywords":
+"..."``) are ignored. ``records=KEY`` reads only the array at KEY (a dotted name reaches into
+nested objects: GAOKAO-MM's ``{"keywords": ..., "example": [...]}`` is ``records=example``).
+The pseudo-field ``_file`` is the file's name without ``.json``.
+
+The mapping, the settings (``options_in_text``, ``image_root``, ``answer_format``,
+``subjects``) and how a record becomes a question are those of ``rows.py``, shared with
+``jsonl:``. Image paths resolve against the file's folder (or ``image_root``, relative to it)
+and may not leave it. ``source_key`` is ``<file name>#<position>`` in an array (or the
+``records`` array, whose key is then ``_key``) and ``<file name>#<key>/<position>`` in an object
+of arrays. A file that
+cannot be read as one of these layouts is one quarantine entry keyed by its name.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+from pipelines.store.images import ImageStore
+from pipelines.store.records import QuarantineEntry, Record
+from pipelines.ingest.spec import SourceSpec
+from pipelines.ingest.importers.common import STAGE, ImportSourceError, one_line
+from pipelines.ingest.importers.rows import RowMapping, image_folder, row_record, unused_field_entries
+
+# A file is read whole; larger files are refused (quarantined) rather than exhausting memory.
+MAX_JSON_BYTES = 1 << 30
+_NO_RECORDS = object()
+
+
+def find_json_files(location: str | Path) -> list[Path]:
+    """The data files of a ``json:`` source: the file itself, or a folder's ``*.json`` files."""
+    path = Path(location)
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix.lower() == ".json" and p.is_file() and not p.name.startswith("."))
+        if not files:
+            raise ImportSourceError(f"json: no .json files in {path}")
+        return files
+    raise ImportSourceError(f"json: {path} is neither a file nor a folder")
+
+
+def iter_json_records(spec: SourceSpec, images: ImageStore) -> Iterator[Record]:
+    files = find_json_files(spec.location)
+    mapping = RowMapping(spec.options, "json", extra_settings=("records",))  # raises before iteration starts
+    records_key = spec.options.get("records") or None
+    roots = {folder: image_folder(mapping, folder) for folder in {f.parent for f in files}}
+    return _iter_files(spec.text, Path(spec.location).name, files, mapping, records_key, roots, images)
+
+
+def _iter_files(
+    source: str,
+    source_name: str,
+    files: list[Path],
+    mapping: RowMapping,
+    records_key: str | None,
+    roots: dict[Path, Path],
+    images: ImageStore,
+) -> Iterator[Record]:
+    for path in files:
+        try:
+            arrays = _record_arrays(path, records_key)
+        except _FileProblem as problem:
+            yield QuarantineEntry(source, path.name, STAGE, problem.reason, problem.detail)
+            continue
+        for key, rows in arrays:
+            meta = {"_file": path.stem, "_key": key}
+            prefix = f"{path.name}#" if key is None or records_key else f"{path.name}#{key}/"
+            for position, row in enumerate(rows):
+                yield row_record(source, f"{prefix}{position}", row, mapping, meta, roots[path.parent], images)
+    yield from unused_field_entries(source, source_name, mapping)
+
+
+class _FileProblem(Exception):
+    def __init__(self, reason: str, detail: str | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+
+
+def _record_arrays(path: Path, records_key: str | None) -> list[tuple[str | None, list[Any]]]:
+    """(key, records) of every array of records in the file; key None for a top-level array."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_JSON_BYTES:
+            raise _FileProblem(f"JSON file larger than {MAX_JSON_BYTES} bytes", f"{size} bytes")
+        with open(path, "rb") as f:
+            document = json.loads(f.read().decode("utf-8-sig"))
+    except (ValueError, RecursionError) as exc:
+        raise _FileProblem("malformed JSON file", one_line(exc, 200)) from None
+    except OSError as exc:
+        raise _FileProblem("unreadable JSON file", one_line(exc.strerror or exc, 200)) from None
+    if records_key:
+        found = _find(document, records_key)
+        if found is _NO_RECORDS:
+            raise _FileProblem("records key not in the file", records_key)
+        if not isinstance(found, list):
+            raise _FileProblem("records key is not an array", f"{records_key} is a {type(found).__name__}")
+        return [(records_key, found)]
+    if isinstance(document, list):
+        return [(None, document)]
+    if isinstance(document, dict):
+        arrays = [(str(key), value) for key, value in document.items() if isinstance(value, list)]
+        if arrays:
+            return arrays
+        raise _FileProblem("JSON object without arrays of records", ", ".join(map(str, document))[:200] or "empty object")
+    raise _FileProblem("JSON file is neither an array nor an object of arrays", type(document).__name__)
+
+
+def _find(document: Any, name: str) -> Any:
+    if isinstance(document, dict) and name in document:
+        return document[name]
+    node = document
+    for part in name.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _NO_RECORDS
+        node = node[part]
+    return node

@@ -1,0 +1,82 @@
+"""Importer for JSON Lines: one multiple-choice question per line.
+
+``jsonl:PATH[?mapping]``; the mapping and how a row becomes a question are those of
+``rows.py`` (shared with ``json:`` and ``python:``). Image paths are relative to the file's
+folder (or ``image_root``) and may not leave it. Blank lines are not records and are skipped;
+every other line yields one question or one quarantine entry keyed ``<file name>#<0-based
+line>`` (a line over ``MAX_LINE_BYTES`` is quarantined unread).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator
+
+from pipelines.store.images import ImageStore
+from pipelines.store.records import QuarantineEntry, Record
+from pipelines.ingest.spec import SourceSpec
+from pipelines.ingest.importers.common import STAGE, ImportSourceError, one_line
+from pipelines.ingest.importers.rows import (
+    DEFAULT_NAMES,
+    FIELDS,
+    RowMapping,
+    image_folder,
+    row_record,
+    unused_field_entries,
+)
+
+__all__ = ["DEFAULT_NAMES", "FIELDS", "MAX_LINE_BYTES", "iter_jsonl_records"]
+
+# Lines carry a question and image paths, never image bytes; a longer line is hostile or
+# broken and is quarantined without being held in memory.
+MAX_LINE_BYTES = 16 * 1024 * 1024
+
+
+def iter_jsonl_records(spec: SourceSpec, images: ImageStore) -> Iterator[Record]:
+    path = Path(spec.location)
+    if not path.is_file():
+        raise ImportSourceError(f"jsonl: {path} is not a file")
+    mapping = RowMapping(spec.options, "jsonl")  # raises before iteration starts
+    root = image_folder(mapping, path.parent)
+    return _iter_lines(spec.text, path, mapping, root, images)
+
+
+def _physical_lines(f, limit: int) -> Iterator[bytes | None]:
+    """The file's lines; None for a line longer than ``limit`` bytes (read past, never held whole)."""
+    while True:
+        line = f.readline(limit + 1)
+        if not line:
+            return
+        if len(line) > limit and not line.endswith(b"\n"):
+            while line and not line.endswith(b"\n"):
+                line = f.readline(1 << 20)
+            yield None
+        else:
+            yield line
+
+
+def _iter_lines(source: str, path: Path, mapping: RowMapping, root: Path, images: ImageStore) -> Iterator[Record]:
+    meta = {"_file": path.stem}
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(_physical_lines(f, MAX_LINE_BYTES)):
+            key = f"{path.name}#{line_no}"
+            if raw is None:
+                yield QuarantineEntry(source, key, STAGE, f"line longer than {MAX_LINE_BYTES} bytes", f"line {line_no + 1}")
+                continue
+            try:
+                text = raw.decode("utf-8-sig" if line_no == 0 else "utf-8")
+            except UnicodeDecodeError as exc:
+                yield QuarantineEntry(source, key, STAGE, "line is not UTF-8", f"line {line_no + 1}: {one_line(exc, 120)}")
+                continue
+            if not text.strip():
+                continue
+            try:
+                row = json.loads(text)
+            except (ValueError, RecursionError) as exc:
+                yield QuarantineEntry(
+                    source, key, STAGE, "malformed JSON", f"line {line_no + 1}: {one_line(exc, 160)}: {one_line(text, 200)}"
+                )
+                continue
+            yield row_record(source, key, row, mapping, meta, root, images)
+    yield from unused_field_entries(source, path.name, mapping)

@@ -1,0 +1,355 @@
+"""The field mapping shared by the row importers (``jsonl:``, ``json:``, ``python:``), and
+the conversion of one input row (a dict) into a RawQuestion.
+
+The mapping (``spec.options``) maps our field names to the input's field names: a value in
+single quotes is a constant for every row (``subject='math'``); a dotted name reaches into
+nested objects (``image=media.path``) when no field has that exact name. Two names are
+provided by the importer, not the row: ``_file`` (the data file's name without its suffix)
+and ``_key`` (the key of the array a record came from, for a JSON object of arrays); they are
+null where they do not apply. An unmapped field takes the first of its DEFAULT_NAMES found in
+the row, and is null when none is; nothing else is guessed. A mapped field that no row of the
+source has is reported once (quarantine reason ``mapped field in no record``), which makes the
+build fail: a misspelt field name never silently empties a column.
+
+Settings, beside the fields:
+
+- ``answer_format`` (``auto`` | ``letter`` | ``index`` | ``text``): how answers are written
+  (see ``answers.py``; ``letter`` also reads ``D. because ...``);
+- ``options_in_text=1``: the options are written in the question text (``A. ...``,
+  ``(A) ...``, full-width ``Ａ．``); the text keeps the stem only (see ``text_options.py``);
+- ``image_root=DIR``: image paths resolve against DIR (relative to the data file's folder;
+  for ``python:`` to the current folder) and may not leave it; by default the data file's
+  folder (the current folder for ``python:``);
+- ``subjects=NAME:SUBJECT,...``: this source's subject names, matched whole or as a word of
+  the value (``subject=_file&subjects=Biology:science`` reads ``2010-2023_Biology_MCQs``);
+- ``image_options=labelled:N`` | ``ordered:N`` | ``none``: how a question with several
+  pictures and no options of its own holds its options (see ``picture_options.py``).
+
+Options are a list of texts (numbers are turned into text), or an object keyed by labels
+(``{"A": "...", "B": "..."}``, whose keys then name the options for letter answers), or a
+list of image paths under ``choice_images``. An image is a path (a list of one path is that
+path; a path without a suffix such as ``Math/1`` finds ``Math/1.png`` or ``Math/1.jpg`` when
+exactly one exists) or, from ``python:`` sources, bytes. A question with several images
+cannot be held by the STEM schema (one problem image) and is quarantined as
+``several images``, unless it has no options of its own and ``image_options`` says how its
+pictures are its options; an answer naming several options is quarantined too
+(``several answers``).
+Placeholders ``<image1>`` / ``<image 1>`` are removed from the texts (the image is the
+question's figure); one that names an image the question does not have is quarantined.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from pipelines.store.images import ImageStore
+from pipelines.store.records import SUBJECTS, QuarantineEntry, RawQuestion, Record
+from pipelines.ingest.importers.answers import ANSWER_FORMATS, parse_answer
+from pipelines.ingest.importers.common import (
+    PLACEHOLDER_HASH,
+    STAGE,
+    ImageStoreFailure,
+    ImportSourceError,
+    RecordProblem,
+    finish_question,
+    normalize_grade,
+    normalize_skill,
+    normalize_split,
+    normalize_subject,
+    one_line,
+)
+from pipelines.ingest.importers.paths import read_image_file, resolve_image_file
+from pipelines.ingest.importers.picture_options import join_pictures, parse_image_options
+from pipelines.ingest.importers.text_options import split_options, strip_placeholders
+
+DEFAULT_NAMES: dict[str, tuple[str, ...]] = {
+    "problem": ("question", "problem", "text", "stem"),
+    "choices": ("options", "choices"),
+    "answer": ("answer", "label", "answer_idx", "answerKey"),
+    "image": ("image", "image_path"),
+    "choice_images": ("choice_images", "option_images"),
+    "subject": ("subject",),
+    "grade": ("grade",),
+    "skill": ("skill", "topic"),
+    "split": ("split",),
+    "id": ("id", "qid"),
+}
+FIELDS = tuple(DEFAULT_NAMES)
+SETTINGS = ("answer_format", "options_in_text", "image_root", "subjects", "image_options")
+PSEUDO_FIELDS = ("_file", "_key")
+MAPPED_FIELD_UNUSED = "mapped field in no record"
+_CONSTANT = re.compile(r"^'(.*)'$", re.DOTALL)
+_MISSING = object()
+
+
+class RowMapping:
+    """How to read our fields from one input row; built (and checked) once per import.
+
+    ``extra_settings`` are the importer's own settings (``records`` for ``json:``);
+    ``passthrough=True`` leaves names that are neither fields nor settings to the caller
+    (``python:`` passes them to its function) instead of refusing them.
+    """
+
+    def __init__(self, options: Mapping[str, str], kind: str, extra_settings: tuple[str, ...] = (), passthrough: bool = False):
+        settings = SETTINGS + extra_settings
+        unknown = sorted(k for k in options if k not in FIELDS and k not in settings)
+        if unknown and not passthrough:
+            raise ImportSourceError(
+                f"unknown field {unknown[0]!r} in {kind} mapping; known fields: {', '.join(FIELDS + settings)}"
+            )
+        self.answer_format = options.get("answer_format", "auto") or "auto"
+        if self.answer_format not in ANSWER_FORMATS:
+            raise ImportSourceError(
+                f"answer_format {self.answer_format!r} in {kind} mapping is not one of {', '.join(ANSWER_FORMATS)}"
+            )
+        flag = options.get("options_in_text", "0")
+        if flag not in ("0", "1", ""):
+            raise ImportSourceError(f"options_in_text={flag!r} in {kind} mapping: expected 1 or 0")
+        self.options_in_text = flag == "1"
+        self.image_root = options.get("image_root") or None
+        self.subject_names = _subject_table(options.get("subjects", ""), kind)
+        self.image_options = parse_image_options(options.get("image_options"), kind)
+        self.constants: dict[str, str] = {}
+        self.names: dict[str, tuple[str, ...]] = dict(DEFAULT_NAMES)
+        self.mapped: dict[str, str] = {}  # our field -> the input field the user named
+        for ours, theirs in options.items():
+            if ours not in FIELDS:
+                continue
+            constant = _CONSTANT.match(theirs)
+            if constant:
+                self.constants[ours] = constant.group(1)
+            elif not theirs:
+                raise ImportSourceError(f"{kind} mapping gives field {ours!r} an empty name")
+            else:
+                self.names[ours] = (theirs,)
+                self.mapped[ours] = theirs
+        if self.options_in_text:
+            if "choices" in options:
+                raise ImportSourceError(f"{kind} mapping: options_in_text=1 reads the options from the text; drop choices=")
+            self.names["choices"] = ()
+        self._seen: set[str] = set()
+
+    def observe(self, row: dict[str, Any], meta: Mapping[str, Any]) -> None:
+        """Note which mapped fields this row has (see ``unused_fields``)."""
+        for ours, theirs in self.mapped.items():
+            if ours not in self._seen and _lookup(row, theirs, meta) is not _MISSING:
+                self._seen.add(ours)
+
+    def unused_fields(self) -> list[str]:
+        """``ours=theirs`` of every mapped field that no observed row had."""
+        return [f"{ours}={theirs}" for ours, theirs in self.mapped.items() if ours not in self._seen]
+
+    def get(self, row: dict[str, Any], ours: str, meta: Mapping[str, Any]) -> Any:
+        if ours in self.constants:
+            return self.constants[ours]
+        for name in self.names[ours]:
+            value = _lookup(row, name, meta)
+            if value is not _MISSING:
+                return value
+        return None
+
+    def subject(self, raw: Any) -> str:
+        if self.subject_names and isinstance(raw, str):
+            whole = self.subject_names.get(raw.strip().casefold())
+            if whole is not None:
+                return whole
+            found = {self.subject_names[w] for w in _words(raw) if w in self.subject_names}
+            if len(found) == 1:
+                return found.pop()
+            if len(found) > 1:
+                raise RecordProblem("subject names several subjects", one_line(raw, 80))
+        return normalize_subject(raw)
+
+
+def _words(text: str) -> list[str]:
+    return [w.casefold() for w in re.findall(r"[^\W\d_]+", text)]
+
+
+def _subject_table(text: str, kind: str) -> dict[str, str]:
+    table: dict[str, str] = {}
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, subject = entry.rpartition(":")
+        if not sep or not name.strip() or subject.strip() not in SUBJECTS:
+            raise ImportSourceError(
+                f"subjects={text!r} in {kind} mapping: expected NAME:SUBJECT,... with SUBJECT one of {', '.join(SUBJECTS)}"
+            )
+        table[name.strip().casefold()] = subject.strip()
+    return table
+
+
+def _lookup(row: dict[str, Any], name: str, meta: Mapping[str, Any]) -> Any:
+    if name in PSEUDO_FIELDS:
+        value = meta.get(name)
+        return _MISSING if value is None else value
+    if name in row:
+        return row[name]
+    node: Any = row
+    for part in name.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def image_folder(mapping: RowMapping, data_folder: Path) -> Path:
+    """The folder image paths resolve in: ``image_root`` against ``data_folder``, or ``data_folder``."""
+    root = (data_folder / mapping.image_root).resolve() if mapping.image_root else data_folder.resolve()
+    if not root.is_dir():
+        raise ImportSourceError(f"image_root={mapping.image_root} is not a folder (resolved to {root})")
+    return root
+
+
+def quarantine(source: str, key: str, exc: RecordProblem) -> QuarantineEntry:
+    return QuarantineEntry(source, key, STAGE, exc.reason, exc.detail)
+
+
+def unused_field_entries(source: str, key: str, mapping: RowMapping) -> Iterator[QuarantineEntry]:
+    """One source-level quarantine entry per mapped field that no row had (fails the build)."""
+    for field in mapping.unused_fields():
+        yield QuarantineEntry(source, key, STAGE, MAPPED_FIELD_UNUSED, field)
+
+
+def row_record(
+    source: str, key: str, row: Any, mapping: RowMapping, meta: Mapping[str, Any], images_root: Path, images: ImageStore
+) -> Record:
+    """The RawQuestion of one input row, or its QuarantineEntry; never raises but for a
+    failing image store."""
+    try:
+        return row_question(source, key, row, mapping, meta, images_root, images)
+    except RecordProblem as exc:
+        return quarantine(source, key, exc)
+    except ImageStoreFailure:
+        raise
+    except Exception as exc:  # a record must never stop the import
+        return QuarantineEntry(source, key, STAGE, f"unexpected {type(exc).__name__}", one_line(exc, 160))
+
+
+def _options(raw: Any) -> tuple[list[str] | None, list[str] | None]:
+    """Option texts and their labels (None: default A, B, C...)."""
+    if raw is None or raw == [] or raw == {} or raw == "":
+        return None, None
+    labels = None
+    if isinstance(raw, dict):
+        labels = [str(k) for k in raw]
+        raw = list(raw.values())
+    if not isinstance(raw, list):
+        raise RecordProblem("options are not a list", type(raw).__name__)
+    texts = []
+    for i, option in enumerate(raw):
+        if isinstance(option, str):
+            texts.append(option)
+        elif isinstance(option, (int, float)) and not isinstance(option, bool):
+            texts.append(json.dumps(option))
+        else:
+            raise RecordProblem("an option is not text", f"option {i} is {type(option).__name__}")
+    return texts, labels
+
+
+def _pictures(value: Any) -> list[Any]:
+    """The image field's pictures (paths or bytes): none, one, or a list of them."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, list):
+        return [item for item in value if item is not None and item != ""]
+    return [value]
+
+
+def _image_bytes(root: Path, value: Any, what: str) -> bytes:
+    if isinstance(value, dict) and "bytes" in value:  # Hugging Face Image feature: {bytes, path}
+        value = value["bytes"]
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if not isinstance(value, str):
+        raise RecordProblem(f"{what} path is not text", one_line(repr(value), 80))
+    return read_image_file(resolve_image_file(root, value), value)
+
+
+def _strip_placeholders(text: str, images: int) -> str:
+    text, numbers = strip_placeholders(text)
+    missing = [n for n in numbers if not 1 <= n <= images]
+    if missing:
+        raise RecordProblem("placeholder names an image the question does not have", f"<image {missing[0]}>")
+    return text
+
+
+def row_question(
+    source: str, key: str, row: Any, mapping: RowMapping, meta: Mapping[str, Any], images_root: Path, images: ImageStore
+) -> RawQuestion:
+    if not isinstance(row, dict):
+        raise RecordProblem("record is not an object", type(row).__name__)
+    mapping.observe(row, meta)
+    pictures = _pictures(mapping.get(row, "image", meta))
+    problem = mapping.get(row, "problem", meta)
+    if problem is not None and not isinstance(problem, str):
+        raise RecordProblem("question text is not text", type(problem).__name__)
+    problem = problem or ""
+    labels = None
+    if mapping.options_in_text:
+        parsed = split_options(problem)
+        texts = None
+        if parsed is not None:
+            problem, texts = parsed
+    else:
+        texts, labels = _options(mapping.get(row, "choices", meta))
+    image_paths = mapping.get(row, "choice_images", meta)
+    if image_paths in ([], "", {}):
+        image_paths = None
+    if image_paths is not None and not isinstance(image_paths, list):
+        raise RecordProblem("choice_images are not a list", type(image_paths).__name__)
+    image: Any = pictures[0] if len(pictures) == 1 else None
+    joined: list[Any] | None = None  # pictures to join into the problem figure
+    if len(pictures) > 1:
+        if texts is not None or image_paths is not None or mapping.image_options is None:
+            hint = "" if texts is not None or image_paths is not None else " and no options (see image_options)"
+            raise RecordProblem("several images", f"{len(pictures)} images{hint}")
+        mapping.image_options.check_fits(len(pictures))
+        if mapping.image_options.mode == "labelled":
+            joined, texts = pictures, mapping.image_options.labels()
+        else:
+            figures = len(pictures) - mapping.image_options.count
+            image, image_paths = (pictures[0] if figures else None), pictures[figures:]
+    if texts is None and image_paths is None:
+        raise RecordProblem("no options in the text" if mapping.options_in_text else "not multiple choice: no options")
+    if texts is not None and image_paths is not None:
+        raise RecordProblem("both text options and option images are given; a question has one kind")
+    image_count = len(pictures)
+    problem = _strip_placeholders(problem, image_count)
+    if texts is not None:
+        texts = [_strip_placeholders(text, image_count) for text in texts]
+    num_options = len(texts) if texts is not None else len(image_paths)
+    answer = parse_answer(mapping.get(row, "answer", meta), texts, num_options, labels, mapping.answer_format)
+    subject = mapping.subject(mapping.get(row, "subject", meta))
+    split_raw = mapping.get(row, "split", meta)
+    extra: dict[str, Any] = {}
+    row_id = mapping.get(row, "id", meta)
+    if row_id is not None:
+        extra["id"] = row_id if isinstance(row_id, (str, int)) and not isinstance(row_id, bool) else json.dumps(row_id)
+    if split_raw is not None and normalize_split(split_raw) is None:
+        extra["split"] = split_raw
+    draft = RawQuestion(
+        source=source,
+        source_key=key,
+        subject=subject,
+        grade=normalize_grade(mapping.get(row, "grade", meta), subject),
+        skill=normalize_skill(mapping.get(row, "skill", meta)),
+        problem=problem,
+        problem_image=PLACEHOLDER_HASH if image is not None or joined else None,
+        choices=tuple(texts) if texts is not None else None,
+        choice_images=(PLACEHOLDER_HASH,) * num_options if image_paths is not None else None,
+        answer_idx=answer,
+        source_split=normalize_split(split_raw),
+        extra=extra,
+    )
+    if joined:
+        problem_bytes = join_pictures([_image_bytes(images_root, p, f"picture {i}") for i, p in enumerate(joined)])
+    else:
+        problem_bytes = _image_bytes(images_root, image, "image") if image is not None else None
+    choice_bytes = (
+        [_image_bytes(images_root, p, f"image of option {i}") for i, p in enumerate(image_paths)]
+        if image_paths is not None
+        else None
+    )
+    return finish_question(draft, images, problem_bytes, choice_bytes)

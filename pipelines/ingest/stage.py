@@ -1,0 +1,384 @@
+"""Ingest: run every configured source and land raw questions in the lake.
+
+A web source (``demo`` or ``http://...``) is crawled into its raw store, then each stored
+page is parsed with the layout parsers; an importer source is read file by file. Either
+way each source yields ``RawQuestion`` and ``QuarantineEntry`` records, which land as
+``lake/raw_questions/<source>.parquet`` and ``lake/quarantine/ingest-<source>.parquet``.
+Rows are sorted by ``source_key`` so the same input gives the same bytes.
+
+Each source is memoized on its own (``lake/state/fingerprints/ingest-<slug>.json``, see
+``pipelines/incremental.py``): a web source is parsed again only when its raw store's
+content digest changed (URL, state and body hash of every URL but the sitemaps); a file
+source is imported again only when the content of one of its files changed (a file whose
+size and mtime are unchanged is not read again; a touched file is hashed and
+compared). The files of a source are: the shards of a ``stem-parquet`` source; every
+file under the folder of a ``scienceqa`` source's ``problems.json``; the data files of a
+``jsonl`` or ``json`` source and every file under the folder its images resolve in (the
+data file's folder, or its ``image_root``), the data home excepted. A folder of more than
+``MAX_WATCHED_FILES`` files cannot be fingerprinted cheaply: such a source is imported
+every time, and so is a ``python:`` source (what its function reads is unknown).
+
+A file source that lands no usable question, or whose mapping names a field that none of
+its records has, is unusable: ``source_problem`` gives the one line that fails the build
+(``source json:...: 0 of 212 records usable; commonest reason: image file not found (212)``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+import polars as pl
+
+from pipelines.store.home import DataHome
+from pipelines.store.images import ImageRejected, ImageStore
+from pipelines.store.lake import write_table
+from pipelines.store.records import (
+    QUARANTINE_SCHEMA,
+    RAW_QUESTION_SCHEMA,
+    QuarantineEntry,
+    RawQuestion,
+    Record,
+    validate_raw_question,
+)
+from pipelines.settings import BuildSettings
+from pipelines.ingest.spec import SourceSpec
+
+DEMO_CANONICAL_BASE = "http://demo.localhost/"
+MAX_WATCHED_FILES = 200_000
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class SourceOutcome:
+    source: str
+    questions: int = 0
+    quarantined: int = 0
+    crawl: dict = field(default_factory=dict)
+    question_file: Path | None = None
+    quarantine_file: Path | None = None
+    skipped: bool = False  # inputs unchanged since the last landing: the lake files were kept
+
+
+def raw_store_dir(home: DataHome, spec: SourceSpec) -> Path:
+    return home.raw / spec.slug
+
+
+@contextlib.contextmanager
+def web_endpoint(spec: SourceSpec, settings: BuildSettings) -> Iterator[tuple[str, str]]:
+    """(base URL to request, canonical base to record) for a web source.
+
+    For ``demo`` this starts the bundled site on a free loopback port for the duration.
+    """
+    if spec.kind == "demo":
+        from pipelines.ingest.demo_site.generator import SiteConfig
+        from pipelines.ingest.demo_site.server import start_site
+
+        config = SiteConfig(
+            seed=settings.seed,
+            questions=settings.demo_questions,
+            faults=settings.demo_faults,
+            revision=settings.demo_revision,
+        )
+        with start_site(config, host="127.0.0.1", port=0) as site:
+            yield site.base_url, DEMO_CANONICAL_BASE
+    else:
+        yield spec.location, spec.location
+
+
+def crawl_revalidate_mode(settings: BuildSettings) -> str:
+    """How a build's crawl revalidates known pages: ``lastmod`` (default) or ``all``."""
+    if settings.crawl_revalidate not in ("lastmod", "all"):
+        raise ValueError(f"crawl_revalidate must be 'lastmod' or 'all', got {settings.crawl_revalidate!r}")
+    return settings.crawl_revalidate
+
+
+def crawl_web_source(spec: SourceSpec, settings: BuildSettings, home: DataHome, progress: bool = True) -> dict:
+    """Crawl one web source into its raw store; returns the crawl report as a dict.
+
+    Builds crawl with ``revalidate='lastmod'`` unless the settings say otherwise: known
+    pages whose sitemap lastmod is unchanged are not requested (see ``pipelines/crawl``).
+    """
+    from pipelines.ingest.crawl import CrawlConfig, crawl
+
+    with web_endpoint(spec, settings) as (base_url, canonical_base):
+        config = CrawlConfig(
+            base_url=base_url,
+            canonical_base=canonical_base,
+            rate_per_host=settings.crawl_rate_per_host,
+            concurrency=settings.crawl_concurrency,
+            timeout=settings.crawl_timeout,
+            progress=progress,
+            revalidate=crawl_revalidate_mode(settings),
+        )
+        report = crawl(config, raw_store_dir(home, spec))
+    return report.as_dict() if hasattr(report, "as_dict") else dict(vars(report))
+
+
+def quarantine_reason(message: str) -> tuple[str, str | None]:
+    """A stable quarantine ``reason`` and the specifics for ``detail``: a message
+    ``category: specifics`` splits at its first ": " (URLs, values and exception text go to
+    the detail, so one kind of problem is one group)."""
+    category, separator, specifics = message.partition(": ")
+    return (category, specifics) if separator and category else (message, None)
+
+
+def _web_quarantine(spec: SourceSpec, key: str, stage: str, message: str, url: str | None = None) -> QuarantineEntry:
+    reason, detail = quarantine_reason(message)
+    if url is not None:
+        detail = url if detail is None else f"{url}: {detail}"
+    return QuarantineEntry(spec.text, key, stage, reason, detail)
+
+
+def parse_web_source(spec: SourceSpec, home: DataHome, images: ImageStore) -> Iterator[Record]:
+    """Parse every stored page of a crawled source into records."""
+    from pipelines.ingest.crawl import RawStore
+    from pipelines.ingest.web_parsers import PageParseError, parse_page
+
+    store = RawStore(raw_store_dir(home, spec))
+    failed_urls: dict[str, str] = dict(store.failures())
+    for url, reason in sorted(failed_urls.items()):
+        yield _web_quarantine(spec, url, "crawl", reason)
+    for url, body in store.iter_pages(content_type_prefix="text/html"):
+        try:
+            parsed = parse_page(url, body)
+        except PageParseError as exc:
+            yield _web_quarantine(spec, url, "parse", str(exc))
+            continue
+        for position, pq_ in enumerate(parsed):
+            key = url if len(parsed) == 1 else f"{url}#{position}"
+            yield from _web_question(spec, key, pq_, store, images, failed_urls)
+
+
+def _fetch_image(url: str, store, images: ImageStore, failed_urls: dict[str, str]) -> str:
+    body = store.get_body(url)
+    if body is None:
+        category, specifics = quarantine_reason(failed_urls.get(url, "not in the raw store"))
+        raise ImageRejected(f"image unavailable ({category}): {url}" + (f": {specifics}" if specifics else ""))
+    return images.put(body).image_hash
+
+
+def _web_question(spec, key, parsed, store, images, failed_urls) -> Iterator[Record]:
+    try:
+        problem_image = (
+            _fetch_image(parsed.problem_image_url, store, images, failed_urls) if parsed.problem_image_url else None
+        )
+        choice_images = (
+            tuple(_fetch_image(u, store, images, failed_urls) for u in parsed.choice_image_urls)
+            if parsed.choice_image_urls
+            else None
+        )
+    except ImageRejected as exc:
+        yield _web_quarantine(spec, key, "parse", str(exc))
+        return
+    extra = {"layout": parsed.layout}
+    if parsed.problem_image_alt is not None or parsed.choice_image_alts:
+        extra["image_alts"] = {
+            "problem": parsed.problem_image_alt,
+            "choices": list(parsed.choice_image_alts) if parsed.choice_image_alts else None,
+        }
+    yield RawQuestion(
+        source=spec.text,
+        source_key=key,
+        subject=parsed.subject,
+        grade=parsed.grade,
+        skill=parsed.skill,
+        problem=parsed.problem,
+        problem_image=problem_image,
+        choices=tuple(parsed.choices) if parsed.choices else None,
+        choice_images=choice_images,
+        answer_idx=parsed.answer_idx,
+        extra=extra,
+    )
+
+
+def source_records(spec: SourceSpec, home: DataHome, images: ImageStore) -> Iterator[Record]:
+    if spec.is_web:
+        yield from parse_web_source(spec, home, images)
+    else:
+        from pipelines.ingest.importers import iter_import_records
+
+        yield from iter_import_records(spec, images)
+
+
+def question_file(home: DataHome, spec: SourceSpec) -> Path:
+    return home.lake / "raw_questions" / f"{spec.slug}.parquet"
+
+
+def quarantine_file(home: DataHome, spec: SourceSpec) -> Path:
+    return home.lake / "quarantine" / f"ingest-{spec.slug}.parquet"
+
+
+def ingest_stage_name(spec: SourceSpec) -> str:
+    return f"ingest-{spec.slug}"
+
+
+def _is_regular_file(path: Path) -> bool:
+    """A regular file (through links): FIFOs, devices and dangling links are never read."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _walk(folder: Path, exclude: Path) -> list[Path] | None:
+    found: list[Path] = []
+    for root, dirs, files in os.walk(folder):
+        root_path = Path(root)
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and (root_path / d).resolve() != exclude)
+        for name in sorted(files):
+            if not name.startswith(".") and _is_regular_file(root_path / name):
+                found.append(root_path / name)
+        if len(found) > MAX_WATCHED_FILES:
+            return None
+    return found
+
+
+def source_files(spec: SourceSpec, home: DataHome) -> list[Path] | None:
+    """The files a file source reads (see the module docstring); None when there are too
+    many to watch. An unreadable location gives [] (the import then fails with its reason)."""
+    from pipelines.ingest.importers.scienceqa import find_problems_file
+    from pipelines.ingest.importers.stem_parquet import find_shards
+
+    exclude = home.root.resolve()
+    try:
+        if spec.kind == "stem-parquet":
+            return list(find_shards(spec.location))
+        if spec.kind == "scienceqa":
+            return _walk(find_problems_file(spec.location).parent, exclude)
+        if spec.kind == "python":
+            return None
+        if spec.kind in ("jsonl", "json"):
+            from pipelines.ingest.importers.json_file import find_json_files
+
+            data_files = find_json_files(spec.location) if spec.kind == "json" else [Path(spec.location)]
+            if not all(path.is_file() for path in data_files):
+                return []
+            image_root = spec.options.get("image_root")
+            found = set(data_files)
+            for folder in sorted({(path.parent / image_root).resolve() if image_root else path.parent for path in data_files}):
+                walked = _walk(folder, exclude)
+                if walked is None:
+                    return None
+                found.update(walked)
+            return sorted(found)
+    except (ValueError, OSError):
+        return []
+    return []
+
+
+class SourceUnusable(ValueError):
+    """A file source that landed nothing usable; the message is one line."""
+
+
+def source_problem(spec: SourceSpec, outcome: SourceOutcome) -> str | None:
+    """Why a landed file source is unusable, in one line, or None.
+
+    Unusable: a mapped field that none of its records has (the commonest cause of an empty
+    column), or no usable question at all (named with the commonest quarantine reason).
+    """
+    from pipelines.ingest.importers.rows import MAPPED_FIELD_UNUSED
+
+    if spec.is_web:
+        return None
+    quarantine = pl.read_parquet(outcome.quarantine_file, columns=["reason", "detail"])
+    unused = quarantine.filter(pl.col("reason") == MAPPED_FIELD_UNUSED)
+    reasons = quarantine.filter(pl.col("reason") != MAPPED_FIELD_UNUSED)
+    records = outcome.questions + reasons.height
+    if records == 0:
+        return f"source {spec.text}: no records"
+    if unused.height:
+        fields = unused["detail"].to_list()
+        named = f"mapped field {fields[0]} is" if len(fields) == 1 else f"mapped fields {', '.join(fields)} are"
+        return f"source {spec.text}: {named} in none of its {records:,} records"
+    if outcome.questions == 0:
+        counts = reasons.group_by("reason").len().sort(["len", "reason"], descending=[True, False])
+        reason, n = counts.row(0)
+        return f"source {spec.text}: 0 of {records:,} records usable; commonest reason: {reason} ({n:,})"
+    return None
+
+
+def raw_store_digest(spec: SourceSpec, home: DataHome) -> str | None:
+    """The digest of a web source's raw store (None if it was never crawled)."""
+    from pipelines.ingest.crawl import RawStore, RawStoreError
+
+    try:
+        with RawStore(raw_store_dir(home, spec)) as store:
+            return store.content_digest()
+    except RawStoreError:
+        return None
+
+
+def ingest_fingerprint_args(spec: SourceSpec, home: DataHome) -> dict:
+    """What a source's landing depends on, as keyword arguments of ``pipelines.store.memo.check_stage``."""
+    outputs = [question_file(home, spec), quarantine_file(home, spec)]
+    settings = {"source": spec.text, "options": dict(sorted(spec.options.items()))}
+    if spec.is_web:
+        return dict(outputs=outputs, settings=settings, code=_land,
+                    extra={"raw_store": raw_store_digest(spec, home)})
+    files = source_files(spec, home)
+    if files is None:  # too many files to watch: never considered unchanged
+        return dict(outputs=outputs, settings=settings, code=_land, extra={"unwatched": os.urandom(16).hex()})
+    return dict(outputs=outputs, settings=settings, code=_land, inputs=files)
+
+
+def land_source(spec: SourceSpec, home: DataHome, images: ImageStore) -> SourceOutcome:
+    """Validate a source's records and write its raw questions and quarantine to the lake,
+    unless the source is unchanged since it last landed (then ``skipped`` is True)."""
+    from pipelines.store.memo import memoized
+
+    figures = memoized(home, ingest_stage_name(spec), lambda: _land(spec, home, images), **ingest_fingerprint_args(spec, home))
+    return SourceOutcome(
+        spec.text, figures["questions"], figures["quarantined"],
+        question_file=question_file(home, spec), quarantine_file=quarantine_file(home, spec),
+        skipped=figures["skipped"],
+    )
+
+
+def _land(spec: SourceSpec, home: DataHome, images: ImageStore) -> dict:
+    questions: list[dict] = []
+    quarantined: list[dict] = []
+    for record in source_records(spec, home, images):
+        if isinstance(record, RawQuestion):
+            problem = validate_raw_question(record)
+            if problem is None:
+                questions.append(record.to_row())
+            else:
+                quarantined.append(QuarantineEntry(record.source, record.source_key, "ingest", problem).to_row())
+        else:
+            quarantined.append(record.to_row())
+    q = pl.from_arrow(_table(questions, RAW_QUESTION_SCHEMA)).sort("source_key")
+    z = pl.from_arrow(_table(quarantined, QUARANTINE_SCHEMA)).sort("stage", "source_key", "reason")
+    write_table(q, question_file(home, spec))
+    write_table(z, quarantine_file(home, spec))
+    return {"questions": len(questions), "quarantined": len(quarantined)}
+
+
+def _table(rows: list[dict], schema):
+    import pyarrow as pa
+
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def remove_stale_sources(home: DataHome, specs: list[SourceSpec]) -> list[str]:
+    """Delete lake files of sources that are no longer configured."""
+    keep = {s.slug for s in specs}
+    removed = []
+    for path in list((home.lake / "raw_questions").glob("*.parquet")):
+        if path.stem not in keep:
+            path.unlink()
+            removed.append(path.stem)
+    for path in list((home.lake / "quarantine").glob("ingest-*.parquet")):
+        if path.stem.removeprefix("ingest-") not in keep:
+            path.unlink()
+    from pipelines.store.memo import fingerprint_dir
+
+    for path in list(fingerprint_dir(home).glob("ingest-*.json")):
+        if path.stem.removeprefix("ingest-") not in keep:
+            path.unlink()
+    return removed

@@ -1,0 +1,93 @@
+"""The one Dagster ``Definitions`` of stemforge, loaded by ``workspace.yaml`` and the CLI."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import dagster as dg
+
+from assets import clean, dataset, evaluation, ingest, profiles
+
+from assets.resources import StemforgeSettings
+from pipelines.orchestration.sensors import source_change_sensor
+from pipelines.settings import BuildSettings
+
+ASSET_MODULES = (ingest, clean, dataset, evaluation, profiles)
+
+all_assets = dg.load_assets_from_modules(ASSET_MODULES)
+all_asset_checks = dg.load_asset_checks_from_modules(ASSET_MODULES)
+
+BUILD_JOB_NAME = "stemforge_build"
+
+build_job = dg.define_asset_job(
+    BUILD_JOB_NAME,
+    selection=dg.AssetSelection.all(),
+    description=(
+        "Rebuild the whole benchmark: crawl/import (one partition per source, all in one run), clean, "
+        "dataset, evaluation, profiles, warehouse."
+    ),
+)
+
+
+@dg.schedule(
+    job=build_job,
+    cron_schedule="0 3 * * *",
+    name="nightly_full_rebuild",
+    default_status=dg.DefaultScheduleStatus.STOPPED,
+    description="Rebuild everything every night at 03:00 over all configured sources (turn it on in the UI).",
+)
+def full_rebuild_schedule(context: dg.ScheduleEvaluationContext):
+    settings = BuildSettings.from_env()
+    keys = ingest.sync_source_partitions(context.instance, settings.sources)
+    return dg.RunRequest(tags={**ingest.all_sources_tags(keys), "stemforge/command": "schedule"})
+
+
+@dg.logger(
+    config_schema={"log_level": dg.Field(str, is_required=False, default_value="INFO")},
+    description="One line per message on stderr; a failure's stack trace stays in the run's event log (UI).",
+)
+def one_line_console(init_context: dg.InitLoggerContext) -> logging.Logger:
+    logger = logging.Logger("stemforge", level=init_context.logger_config["log_level"].upper())
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(OneLineFormatter("%(asctime)s - stemforge - %(levelname)s - %(message)s"))
+    handler.addFilter(skip_not_executed)
+    logger.addHandler(handler)
+    return logger
+
+
+class OneLineFormatter(logging.Formatter):
+    """A Dagster message on one line: a failure's header followed by its reason, no stack trace."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        head, _, rest = super().format(record).partition("\n")
+        reason = next((line.strip() for line in rest.splitlines() if line.strip()), "")
+        if record.levelno >= logging.ERROR and reason and not reason.startswith("Stack Trace"):
+            return f"{head} {reason}"
+        return head
+
+
+def skip_not_executed(record: logging.LogRecord) -> bool:
+    """Steps skipped after a failure are one message each; the failure itself says it all."""
+    return "Not executing." not in record.getMessage()
+
+
+def resources_from_env() -> dict:
+    return {"stemforge": StemforgeSettings.from_settings(BuildSettings.from_env(), progress=False)}
+
+
+defs = dg.Definitions(
+    assets=all_assets,
+    asset_checks=all_asset_checks,
+    jobs=[build_job],
+    schedules=[full_rebuild_schedule],
+    sensors=[source_change_sensor],
+    resources=resources_from_env(),
+    loggers={"one_line_console": one_line_console},
+)
+
+
+def build_job_definition() -> dg.JobDefinition:
+    """The resolved build job; ``dg.reconstructable(build_job_definition)`` lets executors that
+    run steps in other processes (multiprocess here, ``k8s_job_executor`` on a cluster) load it."""
+    return defs.resolve_job_def(BUILD_JOB_NAME)

@@ -1,0 +1,163 @@
+"""The records that flow between stages, and their Arrow schemas.
+
+A source (crawler parse step or importer) yields ``RawQuestion`` and ``QuarantineEntry``
+objects. Images are never carried inline: they live in the content-addressed
+``ImageStore`` and records refer to them by ``image_hash`` (sha256 of the stored bytes).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Union
+
+import polars as pl
+import pyarrow as pa
+
+SUBJECTS = ("science", "technology", "engineering", "math")
+
+RAW_QUESTION_SCHEMA = pa.schema(
+    [
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("source_key", pa.string(), nullable=False),
+        pa.field("subject", pa.string(), nullable=False),
+        pa.field("grade", pa.string()),
+        pa.field("skill", pa.string(), nullable=False),
+        pa.field("problem", pa.string(), nullable=False),
+        pa.field("problem_image", pa.string()),
+        pa.field("choices", pa.list_(pa.string())),
+        pa.field("choice_images", pa.list_(pa.string())),
+        pa.field("answer_idx", pa.int64(), nullable=False),
+        pa.field("source_split", pa.string()),
+        pa.field("extra", pa.string(), nullable=False),
+    ]
+)
+
+QUARANTINE_SCHEMA = pa.schema(
+    [
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("source_key", pa.string(), nullable=False),
+        pa.field("stage", pa.string(), nullable=False),
+        pa.field("reason", pa.string(), nullable=False),
+        pa.field("detail", pa.string()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class RawQuestion:
+    """One parsed multiple-choice question, before any cleaning.
+
+    Exactly one of ``choices`` (text options) and ``choice_images`` (image hashes) is set.
+    ``answer_idx`` is 0-based in the source's option order; -1 means the source does not
+    publish the answer (e.g. the public STEM test split).
+    """
+
+    source: str
+    source_key: str
+    subject: str
+    grade: str | None
+    skill: str
+    problem: str
+    problem_image: str | None = None
+    choices: tuple[str, ...] | None = None
+    choice_images: tuple[str, ...] | None = None
+    answer_idx: int = -1
+    source_split: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_row(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "source_key": self.source_key,
+            "subject": self.subject,
+            "grade": self.grade,
+            "skill": self.skill,
+            "problem": self.problem,
+            "problem_image": self.problem_image,
+            "choices": list(self.choices) if self.choices is not None else None,
+            "choice_images": list(self.choice_images) if self.choice_images is not None else None,
+            "answer_idx": int(self.answer_idx),
+            "source_split": self.source_split,
+            "extra": json.dumps(self.extra, sort_keys=True, ensure_ascii=False),
+        }
+
+    @property
+    def num_choices(self) -> int:
+        return len(self.choices if self.choices is not None else self.choice_images or ())
+
+
+@dataclass(frozen=True)
+class QuarantineEntry:
+    """A record, page or file that could not be used, with the stage and the reason."""
+
+    source: str
+    source_key: str
+    stage: str
+    reason: str
+    detail: str | None = None
+
+    def to_row(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "source_key": self.source_key,
+            "stage": self.stage,
+            "reason": self.reason,
+            "detail": self.detail,
+        }
+
+
+Record = Union[RawQuestion, QuarantineEntry]
+
+
+def validate_raw_question(q: RawQuestion) -> str | None:
+    """Return why ``q`` is structurally unusable, or None when it is fine."""
+    if not q.problem and q.problem_image is None:
+        return "empty question: no text and no image"
+    has_text = q.choices is not None
+    has_pics = q.choice_images is not None
+    if has_text == has_pics:
+        return "options must be either all text or all images"
+    n = q.num_choices
+    if not 2 <= n <= 5:
+        return f"{n} options; a question needs 2 to 5"
+    if has_text and any((c is None or not str(c).strip()) for c in q.choices):
+        return "an option is empty"
+    if not (-1 <= q.answer_idx < n):
+        return f"answer index {q.answer_idx} out of range for {n} options"
+    if q.subject not in SUBJECTS:
+        return f"unknown subject {q.subject!r}"
+    if not q.skill:
+        return "missing skill"
+    return None
+
+
+def split_records(records: Iterable[Record]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Tag each record's row with 'question' or 'quarantine'."""
+    for r in records:
+        if isinstance(r, RawQuestion):
+            yield "question", r.to_row()
+        else:
+            yield "quarantine", r.to_row()
+
+
+IMAGES_SCHEMA = {
+    "image_hash": pl.String,
+    "format": pl.String,
+    "width": pl.Int64,
+    "height": pl.Int64,
+    "phash": pl.UInt64,
+    "path": pl.String,
+    "size_bytes": pl.Int64,
+    "thumbnail": pl.Binary,  # 16x16 grey thumbnail: confirms near-equal images beyond the 64-bit hash
+    # the figure without its margins (dedup/phash.py): a re-scanned or re-cropped copy matches it
+    "content_phash": pl.UInt64,
+    "content_thumbnail": pl.Binary,  # 16x16 RGB
+    "content_box": pl.List(pl.UInt16),  # [left, top, right, bottom], permille of the page
+    "colours": pl.Binary,  # colour histogram: a green and a teal square differ here, not in grey
+}
+
+
+def num_options() -> pl.Expr:
+    """A question's number of options, text or picture."""
+    return pl.coalesce(pl.col("choices").list.len(), pl.col("choice_images").list.len())

@@ -1,0 +1,229 @@
+"""The DuckDB warehouse: published atomically from the lake, queried read-only.
+
+Publishing builds a complete new database file beside ``warehouse.duckdb`` and renames it
+into place. Readers open the published file read-only, so they never wait for a build and
+never see a half-written table: a query sees the previous version or the new one. Tables
+are materialized inside the file (not views over Parquet), which keeps the file
+self-contained and lets readers run with external file access disabled.
+
+Each table's schema lives in ``sql/tables/<name>.sql`` (used when its lake file does not
+exist yet, so every documented name is always queryable).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from pipelines.store.home import DataHome
+from pipelines.store.lake import describe_os_error, fsync_directory, remove_stale_temporaries
+from pipelines.store.memo import forget, memoized
+
+SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
+
+# table name -> its Parquet file(s) relative to the lake (a folder holds one file per
+# source, stage or model); the order is the publish order.
+WAREHOUSE_TABLES: dict[str, str] = {
+    "raw_questions": "raw_questions/*.parquet",
+    "questions": "questions.parquet",
+    "choices": "choices.parquet",
+    "images": "images.parquet",
+    "duplicates": "duplicates.parquet",
+    "quarantine": "quarantine/*.parquet",
+    "predictions": "predictions/*.parquet",
+    "metrics": "metrics.parquet",
+    "profiles": "profiles.parquet",
+    "question_tags": "question_tags.parquet",
+    "dataset_statistics": "dataset_statistics.parquet",
+    "reliability": "reliability.parquet",
+}
+
+
+def table_files(home: DataHome, table: str) -> list[Path]:
+    return sorted(home.lake.glob(WAREHOUSE_TABLES[table]))
+
+REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "raw_questions": ("source", "source_key", "subject", "grade", "skill"),
+    "questions": (
+        "question_id", "source", "source_key", "subject", "grade", "skill", "problem",
+        "pic_prob", "pic_choice", "num_choices", "answer_idx", "split", "duplicate_group",
+    ),
+    "choices": ("question_id", "position", "text", "image_hash", "original_position"),
+    "images": ("image_hash", "format", "width", "height", "phash", "path"),
+    "duplicates": ("source", "source_key", "kept_question_id", "kind", "evidence"),
+    "quarantine": ("source", "source_key", "stage", "reason"),
+    "predictions": ("model", "question_id", "prediction", "confidence", "correct"),
+    "metrics": ("model", "split", "metric", "group_by", "group_value", "value", "n", "ci_low", "ci_high"),
+    "profiles": ("profile_of", "component", "sub_component", "value", "n"),
+}
+
+
+class WarehouseError(RuntimeError):
+    """A warehouse that cannot be published or read; the message is one line."""
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    path: Path
+    tables: dict[str, int]  # table -> row count
+    skipped: bool
+
+
+def warehouse_inputs(home: DataHome) -> list[Path]:
+    """The lake files the warehouse is built from."""
+    return [path for table in WAREHOUSE_TABLES for path in table_files(home, table)]
+
+
+def publish_warehouse(home: DataHome, *, force: bool = False) -> PublishResult:
+    """Rebuild ``warehouse.duckdb`` from the lake and swap it in atomically.
+
+    Memoized like every stage (``pipelines.store.memo``): skipped when the lake files' content,
+    the SQL that defines the views and this code are unchanged and the published file is the
+    one it wrote.
+    """
+    if force:
+        forget(home, "warehouse")
+    sql = sorted(p for p in SQL_DIR.rglob("*.sql"))
+    figures = memoized(
+        home, "warehouse", lambda: {"tables": _publish(home)},
+        inputs=warehouse_inputs(home),
+        outputs=[home.warehouse],
+        extra={str(p.relative_to(SQL_DIR)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sql},
+    )
+    return PublishResult(home.warehouse, dict(figures["tables"]), figures["skipped"])
+
+
+def _publish(home: DataHome) -> dict[str, int]:
+    target = home.warehouse
+    tmp_prefix = f".{target.name}."
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _publish_error(target, exc) from None
+    remove_stale_temporaries(target.parent, tmp_prefix)
+    tmp = target.with_name(f"{tmp_prefix}{os.getpid()}.{time.time_ns()}.tmp")
+    counts: dict[str, int] = {}
+    try:
+        con = duckdb.connect(str(tmp))
+        try:
+            for table in WAREHOUSE_TABLES:
+                files = table_files(home, table)
+                if files:
+                    con.execute(
+                        f'CREATE TABLE "{table}" AS SELECT * FROM read_parquet(?, union_by_name = true)',
+                        [[str(f) for f in files]],
+                    )
+                else:
+                    con.execute((SQL_DIR / "tables" / f"{table}.sql").read_text())
+                missing = set(REQUIRED_COLUMNS.get(table, ())) - {
+                    r[0] for r in con.execute(f'DESCRIBE "{table}"').fetchall()
+                }
+                if missing:
+                    raise WarehouseError(f"table {table} lacks required columns: {', '.join(sorted(missing))}")
+                counts[table] = con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+            for view_sql in sorted((SQL_DIR / "views").glob("*.sql")):
+                con.execute(view_sql.read_text())
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        os.replace(tmp, target)
+        fsync_directory(target.parent)
+    except (OSError, duckdb.Error) as exc:
+        raise _publish_error(target, exc) from None
+    finally:
+        _remove_temporary_database(tmp)
+    return counts
+
+
+def _publish_error(target: Path, exc: BaseException) -> WarehouseError:
+    return WarehouseError(
+        f"could not publish the warehouse at {target}: "
+        f"{describe_os_error(exc, temporary_marker=f'.{target.name}.')}; the previous warehouse is unchanged"
+    )
+
+
+def _remove_temporary_database(tmp: Path) -> None:
+    # DuckDB keeps a write-ahead log beside the file and spills to a folder named after it
+    for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+        try:
+            leftover.unlink(missing_ok=True)
+        except OSError:
+            pass
+    shutil.rmtree(tmp.with_name(tmp.name + ".tmp"), ignore_errors=True)
+
+
+_MEMORY_SIZE = re.compile(r"^\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KIB|MIB|GIB|TIB)\s*$", re.IGNORECASE)
+
+
+def connect_readonly(home: DataHome, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
+    """A read-only connection with no access to files outside the warehouse; with
+    ``memory_limit`` (e.g. ``2GB``) a query stops there instead of spilling to disk."""
+    if not home.warehouse.exists():
+        raise WarehouseError(f"no warehouse at {home.warehouse}; run `stemforge build` first")
+    if memory_limit is not None and not _MEMORY_SIZE.match(memory_limit):
+        raise WarehouseError(f"memory limit {memory_limit!r} is not a size such as 512MB or 2GB")
+    try:
+        con = duckdb.connect(str(home.warehouse), read_only=True)
+    except duckdb.Error as exc:
+        raise WarehouseError(f"cannot open {home.warehouse}: {str(exc).splitlines()[0]}") from None
+    if memory_limit is not None:
+        con.execute(f"SET memory_limit = '{memory_limit.strip()}'")
+        con.execute("SET temp_directory = ''")  # no spilling: the limit is a limit
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+    return con
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+
+
+def run_query(
+    home: DataHome,
+    sql: str,
+    params: list[Any] | None = None,
+    *,
+    timeout: float | None = None,
+    memory_limit: str | None = None,
+) -> QueryResult:
+    """Run one read-only query; errors become a one-line WarehouseError. ``timeout``
+    (seconds) interrupts the query from a timer thread; ``memory_limit`` caps DuckDB's memory."""
+    if timeout is not None and timeout <= 0:
+        raise WarehouseError(f"time limit must be positive, got {timeout}")
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise WarehouseError(f"query failed: {str(exc).splitlines()[0]}") from None
+    if len(statements) != 1:
+        raise WarehouseError(f"give exactly one SQL statement, got {len(statements)}")
+    con = connect_readonly(home, memory_limit)
+    timer = threading.Timer(timeout, con.interrupt) if timeout is not None else None
+    try:
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
+        cur = con.execute(sql, params or [])
+        if cur.description is None:
+            return QueryResult([], [])
+        return QueryResult([d[0] for d in cur.description], cur.fetchall())
+    except duckdb.InterruptException:
+        raise WarehouseError(f"query stopped at the time limit of {timeout:g} s (--timeout SECONDS)") from None
+    except duckdb.OutOfMemoryException:
+        raise WarehouseError(f"query stopped at the memory limit of {memory_limit} (--max-memory SIZE)") from None
+    except duckdb.Error as exc:
+        raise WarehouseError(f"query failed: {str(exc).splitlines()[0]}") from None
+    finally:
+        if timer is not None:
+            timer.cancel()
+        con.close()
