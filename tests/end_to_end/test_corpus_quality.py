@@ -17,7 +17,7 @@ import pytest
 
 from pipelines.store.home import DataHome
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CORPORA = ROOT / ".." / "shared" / "corpora"
 SCEMQA = CORPORA / "scemqa" / "Multiple_Choice"
 GAOKAO = CORPORA / "gaokao-mm" / "Data"

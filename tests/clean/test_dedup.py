@@ -828,7 +828,7 @@ def test_families_join_a_shared_figure_and_stem_whatever_the_options():
         figure_families(kept.reverse(), index).sort("question_id").select("question_id", "duplicate_group"))
 
 
-SCEMQA = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpora" / "scemqa" / "Multiple_Choice" / "multiple_choice.json"
+SCEMQA = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora" / "scemqa" / "Multiple_Choice" / "multiple_choice.json"
 
 
 def test_canonical_text_on_a_real_corpus():

@@ -157,4 +157,4 @@ def test_adapter_modules_import_no_heavy_libraries():
         "heavy = {'torch', 'transformers', 'sentence_transformers', 'sklearn', 'scipy'} & set(sys.modules)\n"
         "assert not heavy, heavy\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])

@@ -28,7 +28,7 @@ from PIL import Image, ImageStat
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 GROUPS = ("ingest", "clean", "dataset", "evaluation", "profiles")
 STARTUP_SECONDS = 90
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -28,7 +28,7 @@ from pipelines.orchestration.cli import prepare_instance
 from pipelines.store.home import DataHome
 from pipelines.store.warehouse import run_query
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 QUERIES = (
     "SELECT source, count(*) FROM raw_questions GROUP BY 1 ORDER BY 1",
     "SELECT question_id, split, answer_idx, problem, choices FROM questions ORDER BY question_id",

@@ -396,7 +396,7 @@ def test_tex_math_survives_conversion_and_conversion_is_idempotent(text):
 
 def _corpus_texts() -> dict[str, list[str]]:
     """Every question text of SceMQA and GAOKAO-MM (the options are inside the question text)."""
-    corpora = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpora"
+    corpora = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora"
     scemqa = json.loads((corpora / "scemqa" / "Multiple_Choice" / "multiple_choice.json").read_text(encoding="utf-8"))
     gaokao = [json.loads(path.read_text(encoding="utf-8"))
               for path in sorted((corpora / "gaokao-mm" / "Data").glob("*.json"))]

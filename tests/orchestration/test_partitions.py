@@ -29,7 +29,7 @@ from pipelines.store.home import DataHome
 from pipelines.settings import BuildSettings
 from pipelines.store.warehouse import run_query
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 INGEST = [dg.AssetKey("crawled_pages"), dg.AssetKey("raw_questions")]
 DEMO_QUESTIONS = 120
 WAREHOUSE_QUERIES = (

@@ -128,7 +128,7 @@ def test_sql_command_formats_and_errors(built):
     assert drop.returncode == 2
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in __import__("pathlib").Path(__file__).parent.parent.glob("sql/reports/*.sql")))
+@pytest.mark.parametrize("name", sorted(p.name for p in __import__("pathlib").Path(__file__).parents[2].glob("sql/reports/*.sql")))
 def test_report_queries_run(built, name):
     home, _ = built
     out = stemforge("sql", "-f", f"sql/reports/{name}", home=home)

@@ -30,11 +30,11 @@ from pipelines.ingest.importers.text_options import split_options, strip_placeho
 from pipelines.ingest.spec import SourceSpecError, parse_source_spec
 from pipelines.store.warehouse import run_query
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CORPORA = ROOT / ".." / "shared" / "corpora"
 SCEMQA = CORPORA / "scemqa" / "Multiple_Choice"
 GAOKAO = CORPORA / "gaokao-mm" / "Data"
-SOURCES_MODULE = Path(__file__).resolve().parent / "corpus_sources.py"
+SOURCES_MODULE = Path(__file__).resolve().parents[1] / "corpus_sources.py"
 
 SCEMQA_MAPPING = (
     "options_in_text=1&problem=Question&answer=Answer (final answer highlighted)&answer_format=letter"

@@ -26,7 +26,7 @@ from pipelines.dataset.shuffle import (
     shuffle_options,
 )
 
-CORPORA = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpora"
+CORPORA = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora"
 
 
 @pytest.mark.parametrize(

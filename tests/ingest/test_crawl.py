@@ -30,7 +30,7 @@ from pipelines.ingest.crawl.links import UrlMapper, extract_links, maybe_gunzip,
 from pipelines.ingest.crawl.ratelimit import HostRateLimiter
 from pipelines.ingest.crawl.robots import RobotsRules
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # --- a scriptable test site ------------------------------------------------------------------
 # Routes map a path to ``(site, request) -> Reply``; plain pages answer conditional GETs like a

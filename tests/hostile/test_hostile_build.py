@@ -32,7 +32,7 @@ HOSTILE_TEXT = "<script>alert(1)</script><img src=x onerror=alert(2)>"
 HOSTILE_OPTION = "<b onmouseover=alert(3)>yes</b>"
 HOSTILE_MODEL = "x'; DROP TABLE metrics; --"
 SUBJECTS = ("science", "technology", "engineering", "math")
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

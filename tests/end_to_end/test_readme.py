@@ -13,7 +13,7 @@ from pipelines.store.home import DataHome
 from pipelines.settings import BuildSettings
 from pipelines.store.warehouse import run_query
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 SQL_BLOCKS = re.findall(r"```sql\n(.*?)```", README, re.DOTALL)
 
 
@@ -47,7 +47,7 @@ def test_latex_example_output_is_what_the_readme_says():
 
 def test_documented_report_queries_exist():
     for name in re.findall(r"sql/reports/(\w+\.sql)", README):
-        assert (Path(__file__).resolve().parent.parent / "sql" / "reports" / name).exists()
+        assert (Path(__file__).resolve().parents[2] / "sql" / "reports" / name).exists()
 
 
 def test_python_snippets_say_what_they_need_beyond_the_base_install():

@@ -27,7 +27,7 @@ from pipelines.profiles.cogme.tagger import RULES_SOURCE, TaggerError, classify_
 from pipelines.profiles.cogme.tags import TAG_SCHEMA, TagRuleError, tag_rows, tags_frame, validate_tags
 from pipelines.profiles.cogme.taxonomy import TaxonomyError, load_taxonomy
 
-FIXTURE = Path(__file__).parent / "fixtures" / "cogme"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "cogme"
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,7 @@ def test_bundled_taxonomies_load_with_paper_weights_and_limits():
 
 
 def test_taxonomy_yaml_errors_are_one_line(tmp_path):
-    good = (Path(__file__).parents[1] / "pipelines" / "profiles" / "cogme" / "taxonomies" / "stem.yaml").read_text()
+    good = (Path(__file__).parents[2] / "pipelines" / "profiles" / "cogme" / "taxonomies" / "stem.yaml").read_text()
     cases = {
         "weights": good.replace("Reasoning: 3", "Reasoning: 0"),
         "missing": good.replace("  CONTENT:\n", "  CONTENTS:\n", 1),

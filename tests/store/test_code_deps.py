@@ -12,7 +12,7 @@ from pipelines.clean import stage as clean_stage
 from pipelines.dataset import stage as dataset_stage
 from pipelines.store.code_deps import code_modules
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def closure_of(function) -> set[str]:
