@@ -51,7 +51,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
     # a long output into a reader that stops after one line
     code = (
         "import sys\n"
-        "from pipelines import cli\n"
+        "from pipelines.orchestration import cli\n"
         "def flood(args):\n"
         "    for i in range(200000):\n"
         "        print('row', i)\n"
