@@ -188,20 +188,12 @@ def run_in_subprocess(which: str, base_url: str, concurrency: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def demo_available() -> bool:
-    try:
-        import pipelines.ingest.demo_site.server  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--questions", type=int, default=2000, help="site size (demo questions or simple pages)")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=1, help="runs per crawler (alternating order); the median is reported")
-    parser.add_argument("--site", choices=("demo", "simple", "auto"), default="auto")
+    parser.add_argument("--site", choices=("demo", "simple"), default="demo")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--run", help=argparse.SUPPRESS)
     parser.add_argument("--base", help=argparse.SUPPRESS)
@@ -215,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result))
         return 0
 
-    site = args.site if args.site != "auto" else ("demo" if demo_available() else "simple")
+    site = args.site
     results: dict[str, list[dict]] = {"stemforge": [], "scrapy": []}
     for round_ in range(args.repeat):
         order = ["stemforge", "scrapy"] if round_ % 2 == 0 else ["scrapy", "stemforge"]

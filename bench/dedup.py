@@ -52,8 +52,7 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipelines.clean.dedup import DedupConfig, ImageIndex, ImageMatcher, deduplicate  # noqa: E402
-from pipelines.clean.dedup.dedup import _answers_agree  # noqa: E402
-from pipelines.clean.dedup.minhash import splitmix64  # noqa: E402
+from pipelines.clean.dedup.dedup import _answers_agree, splitmix64  # noqa: E402
 from pipelines.clean.dedup.normalize import canonical_text, normalize_text  # noqa: E402
 from pipelines.clean.dedup.phash import describe_bytes, phash_bytes  # noqa: E402
 from pipelines.ingest.demo_site.generator import DemoSite, SiteConfig, render_image  # noqa: E402

@@ -13,7 +13,6 @@ from pipelines.dataset.split import SplitConfig, figure_stem_leakage, leakage, p
 from pipelines.settings import BuildSettings
 from pipelines.store.home import DataHome
 from pipelines.store.lake import read_lake
-from pipelines.store.records import num_options
 
 
 @quality_check(lambda h: [h.lake_path("shuffled")])

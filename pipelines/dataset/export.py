@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from PIL import Image
 
 from pipelines.store.images import ImageStore
-from pipelines.store.lake import describe_os_error, fsync_directory, remove_stale_temporaries
+from pipelines.store.atomic import describe_os_error, fsync_directory, remove_stale_temporaries, temporary_path
 from pipelines.parallel import forked_pool, shared, sharing, worker_count
 from pipelines.dataset.split import SPLITS
 
@@ -171,15 +171,13 @@ def write_stem_export(
     if rows_per_shard <= 0:
         raise ValueError(f"rows_per_shard must be positive, got {rows_per_shard}")
     export_root = Path(export_root)
-    staging_prefix = f".{export_root.name}-staging-"
     previous = previous_export(export_root)
     try:
         export_root.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale_temporaries(export_root.parent, staging_prefix)
+        remove_stale_temporaries(export_root.parent, export_root.name)
         if _retired_seconds_ago(previous) > PREVIOUS_EXPORT_GRACE_SECONDS:
             shutil.rmtree(previous, ignore_errors=True)  # room for the new one first
-        staging = export_root.parent / f"{staging_prefix}{os.getpid()}-{time.time_ns()}"
-        staging.mkdir()
+        staging = temporary_path(export_root, kind="folder", sweep=False)
     except OSError as exc:
         raise _publish_error(export_root, exc) from None
     ordered = export_order(questions)
@@ -241,7 +239,7 @@ def _retired_seconds_ago(folder: Path) -> float:
 
 
 def _publish_error(export_root: Path, exc: BaseException) -> ExportError:
-    cause = describe_os_error(exc, temporary_marker=f".{export_root.name}-staging-")
+    cause = describe_os_error(exc, temporary_marker=f".{export_root.name}.")
     return ExportError(f"could not publish the export at {export_root}: {cause}; the previous export is unchanged")
 
 
@@ -300,7 +298,7 @@ def publish_folder(new: Path, final: Path) -> None:
     except OSError as exc:
         if exc.errno not in _UNSUPPORTED:
             raise
-    previous = new.with_name(new.name + "-previous")
+    previous = temporary_path(final, kind="name", sweep=False)
     os.rename(final, previous)
     try:
         os.rename(new, final)

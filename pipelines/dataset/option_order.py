@@ -196,7 +196,3 @@ def option_order(choices: Sequence[str | None] | None) -> str:
     if choices is None or any(c is None for c in choices):
         return SHUFFLED
     return _classify(tuple(choices))
-
-
-def keeps_order(shuffle: str | None) -> bool:
-    return bool(shuffle) and shuffle.startswith(KEPT_ORDER_PREFIX)

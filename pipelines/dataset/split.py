@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from pipelines.clean.dedup.normalize import canonical_text
+
 SPLITS = ("train", "valid", "test")
 LEDGER_SCHEMA = {"question_id": pl.String, "duplicate_group": pl.String, "split": pl.String}
 
@@ -178,8 +180,6 @@ def figure_stem_leakage(questions: pl.DataFrame) -> pl.DataFrame:
     """(problem image, canonical stem) pairs that appear in more than one split, whatever the
     families say (should be empty). The stem is the text before LaTeX conversion when the
     frame has it (``problem_original``)."""
-    from pipelines.clean.dedup.normalize import canonical_text
-
     text = "problem_original" if "problem_original" in questions.columns else "problem"
     frame = questions.filter(pl.col("problem_image").is_not_null())
     stems = {x: canonical_text(x) for x in frame[text].drop_nulls().unique().to_list()}

@@ -11,6 +11,7 @@ Output conventions (every function returning metric rows uses ``METRICS_SCHEMA``
 * ``value``, ``ci_low`` and ``ci_high`` are PERCENTS (0-100), as in the paper's tables, for
   every metric: ``accuracy``, ``random_expected``, ``failed_rate``, ``ece``,
   ``circular_accuracy`` and (in ``pipelines.evaluation.smartscore``) ``exam_score`` (SmartScore points).
+  Each is declared with ``@register_metric`` (see "the registry of measures" below).
 * ``metric='accuracy'`` rows exist for ``group_by`` in ``subject``, ``macro`` (mean of the
   subject accuracies present, ``group_value='all'``: the paper's headline), ``micro``
   (``group_value='all'``), ``grade`` (``'(none)'`` for technology), ``skill`` (group value
@@ -53,7 +54,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Callable, Sequence, Union
 
 import numpy as np
 import polars as pl
@@ -107,8 +108,6 @@ QUESTION_TYPE_OTHER = "other"
 NO_GRADE = "(none)"
 ALL = "all"
 
-# groupings of metric='accuracy' besides micro and macro, in report order
-ACCURACY_GROUPINGS = ("subject", "grade", "skill", "num_choices", "length_bucket", "question_type")
 ECE_BINS = 10
 _FIXED_POINT = float(1 << 32)
 
@@ -171,11 +170,6 @@ def _length_bucket_expr() -> pl.Expr:
     for upper, label in LENGTH_BUCKETS[1:]:
         expr = expr.when(tokens <= upper).then(pl.lit(label))
     return expr.otherwise(pl.lit(LONGEST_BUCKET_LABEL))
-
-
-def question_length_tokens(problem: str) -> int:
-    """The question length used by ``length_bucket``: whitespace-separated tokens."""
-    return len(problem.split())
 
 
 KEY_COLUMNS = ("model", "split", "subject", "grade_key", "skill_key", "cluster", "length_bucket", "question_type", "num_choices_key")
@@ -445,15 +439,6 @@ def wilson_interval(p: pl.Expr, variance: pl.Expr, n: pl.Expr, clusters: pl.Expr
     )
 
 
-def _per_cluster(frame: pl.DataFrame, key_expr: pl.Expr, numerator: str) -> pl.DataFrame:
-    """Per (model, split, group_value, cluster): num = sum of the numerator, den = questions."""
-    return (
-        frame.select("model", "split", key_expr.alias("group_value"), "cluster", pl.col(numerator).alias("num"))
-        .group_by(["model", "split", "group_value", "cluster"])
-        .agg(pl.col("num").sum(), pl.len().cast(pl.Float64).alias("den"))
-    )
-
-
 def _cell_moments_of(per_cluster: pl.DataFrame, keys: Sequence[str], columns: Sequence[str]) -> pl.DataFrame:
     """``_cell_moments`` for several numerator columns in one pass: ``p:<col>``, ``variance:<col>``."""
     sums = []
@@ -712,15 +697,118 @@ def sort_metrics(metrics: pl.DataFrame) -> pl.DataFrame:
 
 
 # ---------------------------------------------------------------------------------------
-# the public measures
+# the registry of measures: the one place to add one
 
 
-def frame_measures(inverse_k_scale: float) -> tuple[Measure, ...]:
-    return (
-        Measure("accuracy", "is_correct"),
-        Measure("failed_rate", "is_failed"),
-        Measure("random_expected", "inverse_k", interval=False, scale=inverse_k_scale),
-    )
+@dataclass(frozen=True)
+class MeasureInputs:
+    """What a measure computes from: the scored frame as given, the same frame prepared
+    (``prepare_scored``: grouping keys, ``is_correct``...), and the build's settings."""
+
+    scored: pl.DataFrame
+    frame: pl.DataFrame
+    bootstrap: int = DEFAULT_BOOTSTRAP
+    seed: int = 0
+    circular: pl.DataFrame | None = None  # per-rotation rows, when the models were re-asked
+    smartscore: Any = None  # the build's SmartScoreRules (None: the defaults)
+
+
+PerQuestion = Union[str, pl.Expr]  # a column of the prepared frame, or an expression over it
+
+
+@dataclass(frozen=True)
+class RegisteredMeasure:
+    metric: str
+    compute: Callable
+    aggregation: str
+    higher_is_better: bool | None  # None: a reference figure, not a score
+    interval: bool = True
+    scale_column: str | None = None
+
+
+AGGREGATIONS = {
+    # ``compute(frame) -> PerQuestion``: a per-question value averaged per cell (subject, macro,
+    # micro and every breakdown) with its 95% interval, in one pass with the other means
+    "mean": "per-question value, averaged with intervals",
+    # ``compute(inputs: MeasureInputs) -> metric rows`` (METRICS_SCHEMA) or None
+    "rows": "metric rows computed whole",
+}
+MEASURES: dict[str, RegisteredMeasure] = {}
+
+
+def register_metric(*, metric: str, higher_is_better: bool | None, aggregation: str = "mean",
+                    interval: bool = True, scale_column: str | None = None):
+    """Declare the measure ``metric`` computed by the decorated function (see ``AGGREGATIONS``).
+    ``scale_column``: the prepared frame's column by which a ``mean`` value is multiplied
+    (to keep its sums exact integers); ``interval=False``: a mean reported without interval."""
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"measure {metric}: aggregation must be one of {', '.join(AGGREGATIONS)}")
+
+    def decorate(compute: Callable) -> Callable:
+        existing = MEASURES.get(metric)
+        if existing is not None and (existing.compute.__module__, existing.compute.__qualname__) != (
+            compute.__module__, compute.__qualname__
+        ):
+            raise ValueError(f"measure {metric!r} is registered twice")
+        MEASURES[metric] = RegisteredMeasure(metric, compute, aggregation, higher_is_better, interval, scale_column)
+        return compute
+
+    return decorate
+
+
+def measures() -> dict[str, RegisteredMeasure]:
+    """Every registered measure by metric name: this module's and ``exam_score``."""
+    # registers exam_score; smartscore imports this module, so not at the top
+    import pipelines.evaluation.smartscore  # noqa: F401
+
+    return dict(MEASURES)
+
+
+@register_metric(metric="accuracy", higher_is_better=True)
+def accuracy(frame: pl.DataFrame) -> PerQuestion:
+    return "is_correct"
+
+
+@register_metric(metric="failed_rate", higher_is_better=False)
+def failed_rate(frame: pl.DataFrame) -> PerQuestion:
+    return "is_failed"
+
+
+@register_metric(metric="random_expected", higher_is_better=None, interval=False, scale_column="inverse_k_scale")
+def random_expected(frame: pl.DataFrame) -> PerQuestion:
+    return "inverse_k"
+
+
+@register_metric(metric="ece", higher_is_better=False, aggregation="rows")
+def ece(inputs: MeasureInputs) -> pl.DataFrame | None:
+    return ece_rows(inputs.frame) if inputs.frame.height else None
+
+
+@register_metric(metric="circular_accuracy", higher_is_better=True, aggregation="rows")
+def circular(inputs: MeasureInputs) -> pl.DataFrame | None:
+    if inputs.circular is None:
+        return None
+    return circular_accuracy(inputs.circular, bootstrap=inputs.bootstrap, seed=inputs.seed)
+
+
+GROUPINGS = ("subject", "grade_key", "skill_key", "num_choices_key", "length_bucket", "question_type")
+
+
+def _mean_rows(frame: pl.DataFrame, means: list[RegisteredMeasure], bootstrap: int, seed: int) -> pl.DataFrame:
+    columns: dict[str, pl.Expr] = {}
+    plain: list[Measure] = []
+    for measure in means:
+        value = measure.compute(frame)
+        if isinstance(value, pl.Expr):
+            column = f"measure:{measure.metric}"
+            columns[column] = value.cast(pl.Float64)
+        else:
+            column = value
+        scale = float(frame[measure.scale_column][0]) if measure.scale_column else 1.0
+        plain.append(Measure(measure.metric, column, interval=measure.interval, scale=scale))
+    if columns:
+        frame = frame.with_columns(**columns)
+    return ratio_rows(frame, measures=plain, groupings=GROUPINGS, bootstrap=bootstrap, seed=seed)
 
 
 def compute_metrics(
@@ -729,32 +817,29 @@ def compute_metrics(
     bootstrap: int = DEFAULT_BOOTSTRAP,
     seed: int = 0,
     circular: pl.DataFrame | None = None,
+    smartscore: Any = None,
 ) -> pl.DataFrame:
-    """Every measure of the ``metrics`` view for each (model, split) in ``scored``.
+    """Every registered measure (``register_metric``) for each (model, split) in ``scored``.
 
     ``bootstrap``: 0 (default) gives cluster-robust CLT intervals in Wilson form; B > 0 an
     exact clustered bootstrap with B replicates (see the module docstring). ``circular`` is
-    an optional per-rotation frame for ``circular_accuracy``.
+    an optional per-rotation frame for ``circular_accuracy``; ``smartscore`` the rules of
+    ``exam_score`` (default: ``SmartScoreRules()``).
     """
     frame = prepare_scored(scored)
-    if frame.height == 0:
-        parts = []
-    else:
-        groupings = ("subject", "grade_key", "skill_key", "num_choices_key", "length_bucket", "question_type")
-        parts = [
-            ratio_rows(
-                frame,
-                measures=frame_measures(float(frame["inverse_k_scale"][0])),
-                groupings=groupings,
-                bootstrap=bootstrap,
-                seed=seed,
-            ),
-            ece_rows(frame),
-        ]
-    if circular is not None:
-        parts.append(circular_accuracy(circular, bootstrap=bootstrap, seed=seed))
-    rows = _concat_metric_rows(parts)
-    return sort_metrics(rows)
+    registered = measures().values()
+    parts: list[pl.DataFrame] = []
+    if frame.height:
+        means = [m for m in registered if m.aggregation == "mean"]
+        if means:
+            parts.append(_mean_rows(frame, means, bootstrap, seed))
+    inputs = MeasureInputs(scored, frame, bootstrap, seed, circular, smartscore)
+    for measure in registered:
+        if measure.aggregation == "rows":
+            rows = measure.compute(inputs)
+            if rows is not None:
+                parts.append(rows)
+    return sort_metrics(_concat_metric_rows(parts))
 
 
 def reliability_table(scored: pl.DataFrame, bins: int = ECE_BINS, *, by: Sequence[str] = ()) -> pl.DataFrame:

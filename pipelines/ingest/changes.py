@@ -12,7 +12,7 @@ from pipelines.ingest.crawl import CrawlConfig, RawStore, RawStoreError
 from pipelines.ingest.crawl.probe import probe_site
 from pipelines.ingest.spec import parse_source_spec
 from pipelines.ingest.stage import ingest_fingerprint_args, ingest_stage_name, raw_store_dir, web_endpoint
-from pipelines.store.memo import check_stage, load_record
+from pipelines.store.memo import check_stage
 
 @dataclass(frozen=True)
 class SourceChange:

@@ -1,10 +1,11 @@
-"""Source specifications as users write them on the command line (CONTRACT.md, Sources).
+"""Source specifications as users write them on the command line (README, Sources).
 
 ``demo`` | ``http://HOST:PORT/`` | ``stem-parquet:PATH`` | ``scienceqa:PATH`` |
 ``jsonl:PATH[?mapping]`` | ``json:PATH[?mapping]`` | ``python:MODULE:FUNCTION[?query]``.
 ``parse_source_spec`` turns the text into a ``SourceSpec`` or raises ``SourceSpecError`` with
-a one-line reason. For ``python:`` the location is ``MODULE:FUNCTION`` (a ``.py`` path made
-absolute); the others' is the resolved path.
+a one-line reason. The kinds and how each checks its location are declared in
+``pipelines.ingest.sources``. For ``python:`` the location is ``MODULE:FUNCTION`` (a ``.py``
+path made absolute); the others' is the resolved path.
 """
 
 from __future__ import annotations
@@ -12,12 +13,9 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
-KINDS = ("demo", "http", "stem-parquet", "scienceqa", "jsonl", "json", "python")
-QUERY_KINDS = ("jsonl", "json", "python")  # kinds that take ``?mapping`` after the location
-EXPECTED = "demo, http://HOST:PORT/, stem-parquet:PATH, scienceqa:PATH, jsonl:PATH, json:PATH or python:MODULE:FUNCTION"
+from pipelines.ingest.sources import SourceLocationError, expected_sources, source_kind
 
 
 class SourceSpecError(ValueError):
@@ -40,13 +38,14 @@ class SourceSpec:
 
     @property
     def is_web(self) -> bool:
-        return self.kind in ("demo", "http")
+        kind = source_kind(self.kind)
+        return kind is not None and kind.web
 
 
 def parse_source_spec(text: str) -> SourceSpec:
     text = (text or "").strip()
     if not text:
-        raise SourceSpecError(f"empty source; expected {EXPECTED}")
+        raise SourceSpecError(f"empty source; expected {expected_sources()}")
     if text == "demo":
         return SourceSpec(text, "demo", "")
     if text.startswith(("http://", "https://")):
@@ -57,33 +56,18 @@ def parse_source_spec(text: str) -> SourceSpec:
         if not base.endswith("/"):
             base += "/"
         return SourceSpec(text, "http", base)
-    kind, sep, rest = text.partition(":")
-    if not sep or kind not in KINDS:
-        raise SourceSpecError(f"unknown source {text!r}; expected {EXPECTED}")
+    name, sep, rest = text.partition(":")
+    kind = source_kind(name) if sep else None
+    if kind is None or kind.web:
+        raise SourceSpecError(f"unknown source {text!r}; expected {expected_sources()}")
     if not rest:
-        raise SourceSpecError(f"source {text!r} needs a path after '{kind}:'")
+        raise SourceSpecError(f"source {text!r} needs a path after '{name}:'")
     options: dict[str, str] = {}
     location = rest
-    if kind in QUERY_KINDS and "?" in rest:
+    if kind.query and "?" in rest:
         location, _, query = rest.partition("?")
         options = dict(parse_qsl(query, keep_blank_values=True))
-    if kind == "python":
-        return SourceSpec(text, kind, _python_target(text, location), options)
-    path = Path(location).expanduser()
-    if not path.exists():
-        raise SourceSpecError(f"source {text!r}: path {location} does not exist")
-    return SourceSpec(text, kind, str(path.resolve()), options)
-
-
-def _python_target(text: str, location: str) -> str:
-    module, sep, function = location.rpartition(":")
-    if not sep or not module or not function.isidentifier():
-        raise SourceSpecError(f"source {text!r}: expected python:MODULE:FUNCTION")
-    if module.endswith(".py"):
-        path = Path(module).expanduser()
-        if not path.is_file():
-            raise SourceSpecError(f"source {text!r}: file {module} does not exist")
-        return f"{path.resolve()}:{function}"
-    if not all(part.isidentifier() for part in module.split(".")):
-        raise SourceSpecError(f"source {text!r}: {module!r} is not a module name or a .py file")
-    return location
+    try:
+        return SourceSpec(text, name, kind.location(location), options)
+    except SourceLocationError as exc:
+        raise SourceSpecError(f"source {text!r}: {exc}") from None

@@ -14,7 +14,8 @@ size and mtime are unchanged is not read again; a touched file is hashed and
 compared). The files of a source are: the shards of a ``stem-parquet`` source; every
 file under the folder of a ``scienceqa`` source's ``problems.json``; the data files of a
 ``jsonl`` or ``json`` source and every file under the folder its images resolve in (the
-data file's folder, or its ``image_root``), the data home excepted. A folder of more than
+data file's folder, or its ``image_root``), the data home excepted: each kind declares its
+files where it is registered (``pipelines.ingest.sources``). A folder of more than
 ``MAX_WATCHED_FILES`` files cannot be fingerprinted cheaply: such a source is imported
 every time, and so is a ``python:`` source (what its function reads is unknown).
 
@@ -27,13 +28,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import polars as pl
 
+from pipelines.store.code_deps import code_digest_of
 from pipelines.store.home import DataHome
 from pipelines.store.images import ImageRejected, ImageStore
 from pipelines.store.lake import write_table
@@ -46,12 +47,10 @@ from pipelines.store.records import (
     validate_raw_question,
 )
 from pipelines.settings import BuildSettings
+from pipelines.ingest.sources import source_kind
 from pipelines.ingest.spec import SourceSpec
 
 DEMO_CANONICAL_BASE = "http://demo.localhost/"
-MAX_WATCHED_FILES = 200_000
-
-Progress = Callable[[str], None]
 
 
 @dataclass
@@ -218,62 +217,17 @@ def ingest_stage_name(spec: SourceSpec) -> str:
     return f"ingest-{spec.slug}"
 
 
-def _is_regular_file(path: Path) -> bool:
-    """A regular file (through links): FIFOs, devices and dangling links are never read."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return False
-
-
-def _walk(folder: Path, exclude: Path) -> list[Path] | None:
-    found: list[Path] = []
-    for root, dirs, files in os.walk(folder):
-        root_path = Path(root)
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and (root_path / d).resolve() != exclude)
-        for name in sorted(files):
-            if not name.startswith(".") and _is_regular_file(root_path / name):
-                found.append(root_path / name)
-        if len(found) > MAX_WATCHED_FILES:
-            return None
-    return found
-
-
 def source_files(spec: SourceSpec, home: DataHome) -> list[Path] | None:
-    """The files a file source reads (see the module docstring); None when there are too
-    many to watch. An unreadable location gives [] (the import then fails with its reason)."""
-    from pipelines.ingest.importers.scienceqa import find_problems_file
-    from pipelines.ingest.importers.stem_parquet import find_shards
-
-    exclude = home.root.resolve()
+    """The files a file source reads, as its kind declares them (``watch`` in
+    ``@register_source``); None when they cannot be watched (too many, or unknown). An
+    unreadable location gives [] (the import then fails with its reason)."""
+    kind = source_kind(spec.kind)
+    if kind is None or kind.web:
+        return []
     try:
-        if spec.kind == "stem-parquet":
-            return list(find_shards(spec.location))
-        if spec.kind == "scienceqa":
-            return _walk(find_problems_file(spec.location).parent, exclude)
-        if spec.kind == "python":
-            return None
-        if spec.kind in ("jsonl", "json"):
-            from pipelines.ingest.importers.json_file import find_json_files
-
-            data_files = find_json_files(spec.location) if spec.kind == "json" else [Path(spec.location)]
-            if not all(path.is_file() for path in data_files):
-                return []
-            image_root = spec.options.get("image_root")
-            found = set(data_files)
-            for folder in sorted({(path.parent / image_root).resolve() if image_root else path.parent for path in data_files}):
-                walked = _walk(folder, exclude)
-                if walked is None:
-                    return None
-                found.update(walked)
-            return sorted(found)
+        return kind.watch(spec, home.root.resolve())
     except (ValueError, OSError):
         return []
-    return []
-
-
-class SourceUnusable(ValueError):
-    """A file source that landed nothing usable; the message is one line."""
 
 
 def source_problem(spec: SourceSpec, outcome: SourceOutcome) -> str | None:
@@ -322,9 +276,12 @@ def ingest_fingerprint_args(spec: SourceSpec, home: DataHome) -> dict:
         return dict(outputs=outputs, settings=settings, code=_land,
                     extra={"raw_store": raw_store_digest(spec, home)})
     files = source_files(spec, home)
+    kind = source_kind(spec.kind)
+    # the reader's module is found by the registry, not imported by name: its code counts here
+    reader = {"reader_code": code_digest_of(kind.read)} if kind is not None and kind.read is not None else {}
     if files is None:  # too many files to watch: never considered unchanged
-        return dict(outputs=outputs, settings=settings, code=_land, extra={"unwatched": os.urandom(16).hex()})
-    return dict(outputs=outputs, settings=settings, code=_land, inputs=files)
+        return dict(outputs=outputs, settings=settings, code=_land, extra={"unwatched": os.urandom(16).hex(), **reader})
+    return dict(outputs=outputs, settings=settings, code=_land, inputs=files, extra=reader or None)
 
 
 def land_source(spec: SourceSpec, home: DataHome, images: ImageStore) -> SourceOutcome:

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
-LAYOUTS = ("ixl", "proprofs", "triviaplaza")
 VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
 ASCII_WS = " \t\r\n\f"
 MAX_DEPTH = 256  # real quiz pages nest a few dozen elements

@@ -1,4 +1,4 @@
-"""The ``stemforge`` command line (CONTRACT.md, Command line)."""
+"""The ``stemforge`` command line (``stemforge --help``; README, "What `make demo` does" and "Querying with SQL")."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import os
 import sys
 from pathlib import Path
 
-from pipelines.store.home import DataHome, resolve_home
+from pipelines.ingest.spec import SourceSpecError, parse_source_spec
 from pipelines.settings import BuildSettings
+from pipelines.store.home import DataHome, resolve_home
 
 DEFAULT_QUERY_TIMEOUT = 60.0  # seconds; pipelines.warehouse has the same defaults
 DEFAULT_QUERY_MEMORY = "2GB"
@@ -47,8 +48,6 @@ def prepare_instance(home: DataHome) -> None:
 # ---- build ---------------------------------------------------------------------------
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from pipelines.ingest.spec import SourceSpecError, parse_source_spec
-
     sources = tuple(args.source) if args.source else BuildSettings.sources
     for text in sources:
         try:
@@ -98,7 +97,6 @@ def cmd_build(args: argparse.Namespace) -> int:
 def _check_source_changes(home: DataHome, sources: tuple[str, ...], prune: bool, quiet: bool) -> None:
     """Refuse a build that would drop sources of the last one, unless ``--prune``."""
     from pipelines.ingest.source_changes import removed_sources
-    from pipelines.ingest.spec import parse_source_spec
 
     removed = removed_sources(home, {parse_source_spec(text).slug for text in sources})
     if not removed:
@@ -441,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, as a shell tool stopped by the closed pipe
     except OSError as exc:
-        from pipelines.store.lake import describe_os_error
+        from pipelines.store.atomic import describe_os_error
 
         print(f"stemforge: error: {describe_os_error(exc)}", file=sys.stderr)
         return 1

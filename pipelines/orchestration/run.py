@@ -6,12 +6,11 @@ import os
 import socket
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 
 import polars as pl
 
 from pipelines.store.home import DataHome
-from pipelines.store.lake import process_alive, process_start
+from pipelines.store.atomic import process_alive, process_start, remove_stale_temporaries
 from pipelines.settings import BuildSettings
 
 
@@ -95,20 +94,11 @@ def live_build_runs(instance) -> int:
     return len(instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus[s] for s in UNFINISHED_STATUSES])))
 
 
-# Temporary names of the data home's atomic writers (lake.write_table, ImageStore.put,
-# the report, stage fingerprints); the warehouse and the export clean up their own.
-STRAY_TEMPORARY_GLOBS = ("lake/**/.*.tmp", "images/**/.tmp-*", "reports/.*.tmp-*")
-
-
 def remove_stray_temporaries(home: DataHome) -> int:
-    """Delete temporary files left by writes that a killed build never finished."""
-    removed = 0
-    for pattern in STRAY_TEMPORARY_GLOBS:
-        for path in home.root.glob(pattern):
-            if path.is_file():
-                path.unlink(missing_ok=True)
-                removed += 1
-    return removed
+    """Delete the temporaries that writes a killed build never finished left in the data
+    home (the raw stores sweep their own when a crawl takes their lock)."""
+    removed = sum(remove_stale_temporaries(folder, recursive=True) for folder in (home.lake, home.images, home.reports))
+    return removed + sum(remove_stale_temporaries(folder) for folder in (home.root, home.export.parent.parent))
 
 
 def resource_config(settings: BuildSettings, progress: bool) -> dict:

@@ -28,6 +28,7 @@ import polars as pl
 from pipelines.evaluation.metrics import LENGTH_BUCKET_ORDER, NO_GRADE
 from pipelines.evaluation.reference_results import PAPER_PREFIX, SUBJECT_ORDER, reference_metrics
 
+from pipelines.store.atomic import atomic_write_bytes
 from pipelines.profiles.palette import MODEL_COLORS, model_colors  # noqa: F401  (MODEL_COLORS: re-exported)
 SVG_HASH_SALT = "stemforge-report"
 
@@ -546,14 +547,9 @@ def _profiles_section(profiles: pl.DataFrame | None, colors: dict[str, str] | No
     if profiles is None or profiles.height == 0:
         parts.append('<p class="note">No profiles in this build.</p>')
         return "\n".join(parts)
-    try:
-        from pipelines.profiles.cogme.report_section import render_profiles_html
-    except ImportError:
-        render_profiles_html = None
-    if render_profiles_html is not None:
-        parts.append(render_profiles_html(profiles, colors=colors))
-    else:
-        parts.append(html_table(profiles, digits=1))
+    from pipelines.profiles.cogme.report_section import render_profiles_html
+
+    parts.append(render_profiles_html(profiles, colors=colors))
     return "\n".join(parts)
 
 
@@ -733,8 +729,5 @@ def write_report(
         comparisons=comparisons,
         run_info=run_info,
     )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    temporary.write_bytes(text.encode("utf-8"))
-    os.replace(temporary, target)
+    atomic_write_bytes(target, text.encode("utf-8"))
     return target

@@ -1,6 +1,6 @@
 """Profile stages: CogME tags per question, dataset and model profiles, and the report.
 
-Each is memoized (``pipelines/incremental.py``): skipped, writing nothing, when its input
+Each is memoized (``pipelines/store/memo.py``): skipped, writing nothing, when its input
 tables, settings and code are unchanged; figures then carry ``skipped: True``.
 """
 
@@ -10,11 +10,17 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.store.home import DataHome
-from pipelines.store.lake import lake_files
-from pipelines.store.memo import memoized
-from pipelines.store.lake import write_table
+from pipelines.evaluation.reference_results import PAPER_PREFIX
+from pipelines.evaluation.stage import comparisons_with_best_baseline, scored_frame, smartscore_rules
+from pipelines.profiles.cogme.manual import load_manual_tags
+from pipelines.profiles.cogme.profiles import dataset_profile, frequency_accuracy_relation, model_profiles, preferred_tags
+from pipelines.profiles.cogme.tagger import tag_questions
+from pipelines.profiles.cogme.taxonomy import _BUNDLED, load_taxonomy
+from pipelines.profiles.report import render_report, write_report
 from pipelines.settings import BuildSettings
+from pipelines.store.home import DataHome
+from pipelines.store.lake import lake_files, write_table
+from pipelines.store.memo import memoized
 
 TAG_COLUMNS = ("question_id", "subject", "grade", "skill", "problem", "pic_prob", "pic_choice", "num_choices", "choices")
 
@@ -23,8 +29,6 @@ def tag_stage(home: DataHome, settings: BuildSettings) -> tuple[pl.DataFrame, di
     inputs = [home.lake_path("questions")]
     if settings.manual_tags:
         inputs.append(Path(settings.manual_tags).expanduser())
-    from pipelines.profiles.cogme.taxonomy import _BUNDLED
-
     if settings.taxonomy not in _BUNDLED:  # a taxonomy given as a YAML path (bundled ones are code)
         inputs.append(Path(settings.taxonomy))
     figures = memoized(
@@ -37,10 +41,6 @@ def tag_stage(home: DataHome, settings: BuildSettings) -> tuple[pl.DataFrame, di
 
 
 def _tags(home: DataHome, settings: BuildSettings) -> dict:
-    from pipelines.profiles.cogme.manual import load_manual_tags
-    from pipelines.profiles.cogme.tagger import tag_questions
-    from pipelines.profiles.cogme.taxonomy import load_taxonomy
-
     taxonomy = load_taxonomy(settings.taxonomy)
     questions = pl.read_parquet(home.lake_path("questions"), columns=list(TAG_COLUMNS))
     tags = tag_questions(questions, taxonomy)
@@ -69,14 +69,6 @@ def profile_stage(home: DataHome) -> tuple[pl.DataFrame, dict]:
 
 
 def _profiles(home: DataHome) -> dict:
-    from pipelines.profiles.cogme.profiles import (
-        dataset_profile,
-        frequency_accuracy_relation,
-        model_profiles,
-        preferred_tags,
-    )
-    from pipelines.evaluation.stage import scored_frame
-
     tags = preferred_tags(pl.read_parquet(home.lake_path("question_tags")))
     questions = pl.read_parquet(home.lake_path("questions"), columns=["question_id", "subject", "split"])
     parts = [dataset_profile(questions, tags)]
@@ -100,11 +92,6 @@ def _profiles(home: DataHome) -> dict:
 REPORT_TABLES = ("dataset_statistics", "metrics", "reliability", "profiles")
 
 
-def report_stage(home: DataHome, settings: BuildSettings) -> Path:
-    report_figures(home, settings)
-    return home.reports / "index.html"
-
-
 def report_figures(home: DataHome, settings: BuildSettings) -> dict:
     """Write the report unless its tables and settings are unchanged; figures with ``skipped``."""
     path = home.reports / "index.html"
@@ -124,8 +111,6 @@ def report_figures(home: DataHome, settings: BuildSettings) -> dict:
 
 
 def _report(home: DataHome, settings: BuildSettings) -> Path:
-    from pipelines.profiles.report import write_report
-
     def optional(name: str) -> pl.DataFrame | None:
         path = home.lake_path(name)
         return pl.read_parquet(path) if path.exists() else None
@@ -136,8 +121,6 @@ def _report(home: DataHome, settings: BuildSettings) -> Path:
         "reliability": optional("reliability"),
         "profiles": optional("profiles"),
     }
-    from pipelines.evaluation.stage import smartscore_rules
-
     run_info = {
         "sources": list(settings.sources),
         "seed": settings.seed,
@@ -163,8 +146,6 @@ def _report(home: DataHome, settings: BuildSettings) -> Path:
 
 def _baseline_comparisons(home: DataHome, settings: BuildSettings, metrics: pl.DataFrame | None) -> list[dict]:
     """Each scored model against the best floor baseline, on the first evaluated split."""
-    from pipelines.evaluation.stage import comparisons_with_best_baseline, scored_frame
-
     if metrics is None or metrics.height == 0:
         return []
     scored = scored_frame(home)
@@ -177,9 +158,6 @@ def _baseline_comparisons(home: DataHome, settings: BuildSettings, metrics: pl.D
 
 def _unplottable_models(tables: dict) -> dict[str, str]:
     """The models whose rows alone make the report fail, with the reason."""
-    from pipelines.evaluation.reference_results import PAPER_PREFIX
-    from pipelines.profiles.report import render_report
-
     metrics = tables.get("metrics")
     if metrics is None or metrics.height == 0:
         return {}

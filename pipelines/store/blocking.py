@@ -10,10 +10,9 @@ record is cleared when the check passes.
 from __future__ import annotations
 
 import json
-import os
 
 from pipelines.store.home import DataHome
-from pipelines.store.lake import _tmp_path
+from pipelines.store.atomic import atomic_write_text
 
 
 def _path(home: DataHome):
@@ -36,8 +35,6 @@ def record_check(home: DataHome, name: str, passed: bool, reason: str) -> None:
     else:
         current[name] = reason
     if current:
-        tmp = _tmp_path(_path(home))
-        tmp.write_text(json.dumps(current, sort_keys=True, indent=1))
-        os.replace(tmp, _path(home))
+        atomic_write_text(_path(home), json.dumps(current, sort_keys=True, indent=1))
     else:
         _path(home).unlink(missing_ok=True)

@@ -72,6 +72,26 @@ def imported_modules(module: str) -> frozenset[str]:
     return frozenset(found)
 
 
+@lru_cache(maxsize=None)
+def names_imported_from(module: str) -> dict[str, str]:
+    """The names ``module`` binds with a top-level ``from X import name``, each with the in-repo
+    module it comes from: a constant imported this way has no ``__module__`` to follow."""
+    path = module_file(module)
+    if path is None:
+        return {}
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    is_package = path.name == "__init__.py"
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            source = (_resolve_relative(module, is_package, node.level, node.module) if node.level
+                      else node.module or "")
+            if module_file(source) is not None:
+                for alias in node.names:
+                    found[alias.asname or alias.name] = source
+    return found
+
+
 def module_closure(modules: set[str]) -> list[str]:
     """``modules`` and every in-repo module they import, transitively, sorted."""
     seen: set[str] = set()
@@ -108,10 +128,13 @@ def function_modules(function) -> set[str]:
             continue
         seen.add(id(fn))
         namespace = fn.__globals__
+        imported_from = names_imported_from(fn.__module__)
         for code in _code_objects(fn.__code__):
             for name in code.co_names:
                 if module_file(name) is not None:  # import inside the function
                     found.add(name)
+                if name in imported_from:
+                    found.add(imported_from[name])
                 value = namespace.get(name)
                 if value is None:
                     continue

@@ -1,4 +1,4 @@
-"""The data home: where every stage's output lives (see CONTRACT.md, data home layout)."""
+"""The data home: where every stage's output lives (README, "What `make demo` does", the data home tree)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from pipelines.store.home import DataHome
-from pipelines.store.lake import process_alive, process_start
+from pipelines.store.atomic import process_alive, process_start
 
 LOCK_NAME = "build.lock"
 _held: dict[Path, int] = {}  # lock path -> depth, for this process

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import re
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from PIL import Image
+
+from pipelines.store.atomic import atomic_write_bytes
 
 ALLOWED_FORMATS = {"PNG": "png", "JPEG": "jpg", "GIF": "gif", "WEBP": "webp", "BMP": "bmp"}
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
@@ -74,28 +74,6 @@ def inspect_image(data: bytes) -> ImageInfo:
     return ImageInfo(sha256_hex(data), ALLOWED_FORMATS[fmt], width, height, len(data))
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` at ``path`` via a temporary file, so ``path`` never holds part of it.
-
-    A failed write (full disk, permissions) raises a one-line ``StorageError`` naming ``path``.
-    """
-    from pipelines.store.lake import storage_error
-
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise storage_error(path, exc) from None
-        raise
-
-
 class ImageStore:
     """Images by content hash under one root folder."""
 
@@ -140,5 +118,5 @@ class ImageStore:
         info = inspect_image(data)
         target = self.root / self.relative_path(info.image_hash, info.format)
         if not target.exists():
-            atomic_write_bytes(target, data)
+            atomic_write_bytes(target, data, sweep=False)  # the build sweeps images/ when it starts
         return info

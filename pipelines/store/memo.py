@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from pipelines.store.code_deps import code_digest_of
 from pipelines.store.home import DataHome
+from pipelines.store.atomic import atomic_write_text
 
 RECORD_FORMAT = 1
 _CHUNK = 1 << 20
@@ -193,11 +193,7 @@ def save_record(home: DataHome, check: StageCheck, outputs: Iterable[Path], figu
         "outputs": entries,
         "figures": _json_safe(figures),
     }
-    path = record_path(home, check.stage)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(record, sort_keys=True, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(record_path(home, check.stage), json.dumps(record, sort_keys=True, indent=1))
 
 
 def forget(home: DataHome, stage: str) -> None:

@@ -17,7 +17,6 @@ import os
 import re
 import shutil
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from typing import Any
 import duckdb
 
 from pipelines.store.home import DataHome
-from pipelines.store.lake import describe_os_error, fsync_directory, remove_stale_temporaries
+from pipelines.store.atomic import describe_os_error, fsync_directory, temporary_path
 from pipelines.store.memo import forget, memoized
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
@@ -104,13 +103,11 @@ def publish_warehouse(home: DataHome, *, force: bool = False) -> PublishResult:
 
 def _publish(home: DataHome) -> dict[str, int]:
     target = home.warehouse
-    tmp_prefix = f".{target.name}."
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise _publish_error(target, exc) from None
-    remove_stale_temporaries(target.parent, tmp_prefix)
-    tmp = target.with_name(f"{tmp_prefix}{os.getpid()}.{time.time_ns()}.tmp")
+    tmp = temporary_path(target, kind="name")  # DuckDB creates the file
     counts: dict[str, int] = {}
     try:
         con = duckdb.connect(str(tmp))

@@ -1,4 +1,4 @@
-"""Deduplication: normalization, identity, MinHash LSH, Hamming search, perceptual hash and
+"""Deduplication: normalization, identity, Hamming search, perceptual hash and
 the whole dedup on hand-made frames."""
 
 from __future__ import annotations
@@ -16,10 +16,7 @@ from PIL import Image, ImageDraw
 from pipelines.clean.dedup import (
     DedupConfig,
     DedupInputError,
-    MinHasher,
     MultiIndexHashIndex,
-    band_keys,
-    candidate_pairs,
     deduplicate,
     math_tokens,
     normalize_text,
@@ -27,9 +24,7 @@ from pipelines.clean.dedup import (
     phash_files,
     question_id_of,
     question_identity,
-    shingle_hashes,
 )
-from pipelines.clean.dedup.minhash import LshParams, estimated_jaccard
 from pipelines.clean.dedup.phash import PhashError, hashes_of_pixels, phash_image, phash_many
 from pipelines.store.records import RAW_QUESTION_SCHEMA
 
@@ -94,55 +89,6 @@ def test_identity_separates_images_options_and_numbers():
     assert base != question_id_of("What is 3 + 4?", "img1", ["7", "8", "8"], None)  # a multiset
     assert base != question_id_of("What is 3 + 4?", None, None, ["7", "8"])  # text vs image options
     assert question_identity("A", None, ["b"], None) != question_identity("A", None, None, ["b"])
-
-
-# ---- shingles, MinHash and LSH ---------------------------------------------------------
-
-def _reference_shingles(text: str) -> set:
-    grams = {text[i : i + 3] for i in range(len(text) - 2)} if len(text) >= 3 else ({text} if text else set())
-    return {("g", g) for g in grams} | {("w", w) for w in text.split(" ") if w}
-
-
-def test_shingle_counts_cover_short_texts_and_words():
-    texts = ["ab", "", "x", "hello world", "a b"]
-    hashes, offsets = shingle_hashes(texts)
-    counts = np.diff(offsets)
-    # 3-grams (or the whole short text) plus words
-    assert counts.tolist() == [2, 0, 2, 9 + 2, 1 + 2]
-    # identical shingles hash identically across texts, distinct ones do not collide here
-    h_hello = hashes[offsets[3] : offsets[4]]
-    assert len(set(h_hello.tolist())) == 11
-
-
-def test_minhash_estimates_jaccard():
-    a = "which of these animals has fur and gives birth to live young"
-    b = "which of these animals has fur and gives birth to live babies"
-    sig = MinHasher(num_perm=512, seed=3).signatures([a, b])
-    ra, rb = _reference_shingles(a), _reference_shingles(b)
-    true_j = len(ra & rb) / len(ra | rb)
-    assert abs(float(estimated_jaccard(sig[0], sig[1])) - true_j) < 0.08
-
-
-def test_lsh_finds_near_pair_and_not_unrelated_texts():
-    texts = [
-        "which of these animals has fur and gives birth to live young?",
-        "which of these animals has fur and gives birth to live young ?",
-        "select the liquid.",
-        "how many stars are there?",
-        "what time is shown on the clock?",
-        "ab",
-    ]
-    sig = MinHasher(64, seed=1).signatures(texts)
-    pairs = candidate_pairs(band_keys(sig, LshParams(64, 8, 8))).tolist()
-    assert [0, 1] in pairs
-    assert all(p == [0, 1] for p in pairs)
-
-
-def test_signatures_are_deterministic_and_chunk_independent():
-    texts = [f"question number {i} about {i % 7} apples" for i in range(300)]
-    whole = MinHasher(64, seed=5).signatures(texts)
-    chunked = MinHasher(64, seed=5).signatures(texts, chunk=37)
-    assert np.array_equal(whole, chunked)
 
 
 # ---- Hamming search --------------------------------------------------------------------

@@ -8,6 +8,7 @@ export and warehouse are compared with a build of the same command in another ho
 from __future__ import annotations
 
 import hashlib
+import os
 import signal
 import subprocess
 import sys
@@ -72,7 +73,7 @@ def clean_stage_done(home: Path) -> bool:
 
 
 def export_staging(home: Path) -> bool:
-    return any((home / "export").glob(".stem-staging-*"))
+    return any((home / "export").glob(".stem.*.tmp"))
 
 
 def warehouse_publishing(home: Path) -> bool:
@@ -158,9 +159,12 @@ def test_stray_temporaries_of_killed_writes_are_removed(tmp_path):
     from pipelines.orchestration.run import remove_stray_temporaries
 
     home = DataHome(tmp_path)
-    stray = [home.lake / "raw_questions" / ".demo.parquet.abc123.tmp", home.images / "ab" / ".tmp-xyz.png",
-             home.reports / ".index.html.tmp-77", home.lake / "state" / "fingerprints" / ".dedup.json.1.2.tmp"]
-    keep = [home.lake / "questions.parquet", home.images / "ab" / "abcd.png"]
+    gone = dead_pid()
+    stray = [home.lake / "raw_questions" / f".demo.parquet.{gone}.abc123.tmp", home.images / "ab" / f".abcd.png.{gone}.9f.tmp",
+             home.reports / f".index.html.{gone}.77.tmp", home.lake / "state" / "fingerprints" / f".dedup.json.{gone}.2.tmp",
+             home.root / f".warehouse.duckdb.{gone}.5.tmp.wal"]
+    keep = [home.lake / "questions.parquet", home.images / "ab" / "abcd.png",
+            home.lake / f".live.parquet.{os.getpid()}.1.tmp"]  # a write of a running process
     for path in stray + keep:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"x")

@@ -397,3 +397,26 @@ def test_compare_models_gives_the_macro_and_per_subject_paired_difference():
     assert result["subjects"]["math"]["mcnemar_p"] == pytest.approx(mcnemar_exact_p(2, 0))
     with pytest.raises(MetricsInputError, match="no predictions"):
         compare_models(make_scored(rows), "a", "zzz", "test")
+
+
+def test_every_measure_is_registered_with_its_direction_and_exam_score_is_one_of_them():
+    from pipelines.evaluation.metrics import measures, register_metric
+    from pipelines.evaluation.smartscore import SmartScoreRules, exam_scores
+
+    registered = measures()
+    assert {m: (r.aggregation, r.higher_is_better) for m, r in registered.items()} == {
+        "accuracy": ("mean", True),
+        "failed_rate": ("mean", False),
+        "random_expected": ("mean", None),
+        "ece": ("rows", False),
+        "circular_accuracy": ("rows", True),
+        "exam_score": ("rows", True),
+    }
+    scored, _ = random_guessers(models=2, questions=200, seed=5)
+    rules = SmartScoreRules(min_questions=1)
+    exam = compute_metrics(scored, seed=3, smartscore=rules).filter(pl.col("metric") == "exam_score")
+    assert exam.height and exam.equals(exam_scores(scored, rules, seed=3))
+    with pytest.raises(ValueError, match="registered twice"):
+        register_metric(metric="accuracy", higher_is_better=True)(lambda frame: "is_failed")
+    with pytest.raises(ValueError, match="aggregation"):
+        register_metric(metric="median_thing", higher_is_better=True, aggregation="median")

@@ -25,9 +25,10 @@ from PIL import Image
 
 from pipelines.dataset import export as export_module
 from pipelines.dataset.export import ExportError, check_release_invariants, previous_export, write_stem_export
+from pipelines.store.atomic import StorageError
 from pipelines.store.home import DataHome
 from pipelines.store.images import ImageStore
-from pipelines.store.lake import BatchWriter, StorageError, write_table
+from pipelines.store.lake import BatchWriter, write_table
 from pipelines.store.warehouse import WarehouseError, publish_warehouse, run_query
 
 SUBJECTS = ("science", "technology", "engineering", "math")

@@ -25,7 +25,7 @@ import pytest
 
 from pipelines.store.home import DataHome
 from pipelines.store.warehouse import run_query
-from test_hostile_images import real_png
+from support.images import real_png
 
 REPO = Path(__file__).resolve().parents[2]
 SUBJECTS = ("science", "technology", "engineering", "math")

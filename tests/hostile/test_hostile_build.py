@@ -26,7 +26,7 @@ from pipelines.orchestration.cli import prepare_instance
 from pipelines.store.home import DataHome
 from pipelines.settings import BuildSettings
 from pipelines.store.warehouse import run_query
-from test_hostile_images import real_png
+from support.images import real_png
 
 HOSTILE_TEXT = "<script>alert(1)</script><img src=x onerror=alert(2)>"
 HOSTILE_OPTION = "<b onmouseover=alert(3)>yes</b>"

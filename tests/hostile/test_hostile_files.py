@@ -26,7 +26,7 @@ from pipelines.ingest.importers import ImportSourceError, iter_import_records
 from pipelines.ingest.importers.jsonl import MAX_LINE_BYTES
 from pipelines.ingest.spec import parse_source_spec
 from pipelines.ingest.web_parsers import MAX_DEPTH, PageParseError, parse_page
-from test_hostile_images import real_png
+from support.images import real_png
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ from pipelines.store.records import QuarantineEntry, RawQuestion, validate_raw_q
 from pipelines.ingest.importers import iter_import_records
 from pipelines.ingest.spec import parse_source_spec
 from pipelines.ingest.web_parsers import PageParseError, parse_page
-from test_hostile_images import bomb_images, real_png
+from support.images import bomb_images, real_png
 
 QUICK = settings(max_examples=150, deadline=None, derandomize=True,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

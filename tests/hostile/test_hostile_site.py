@@ -22,7 +22,7 @@ from pipelines.store.home import DataHome
 from pipelines.store.images import ImageStore
 from pipelines.ingest.stage import land_source, raw_store_dir
 from pipelines.ingest.spec import parse_source_spec
-from test_hostile_images import bomb_images, real_png
+from support.images import bomb_images, real_png
 
 MAX_BODY = 1024 * 1024
 HOSTILE_TEXT = "<script>alert(1)</script><img src=x onerror=alert(2)>"

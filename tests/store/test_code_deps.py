@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pipelines.clean import stage as clean_stage
 from pipelines.dataset import stage as dataset_stage
+from pipelines.evaluation import stage as evaluation_stage
 from pipelines.store.code_deps import code_modules
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,6 +31,12 @@ def test_each_stage_depends_on_the_modules_it_calls_and_not_on_the_others():
     assert {"pipelines.dataset.export", "pipelines.parallel", "pipelines.store.images", "pipelines.store.lake",
             "pipelines.store.records"} <= export
     assert not any(m.startswith(("pipelines.evaluation", "pipelines.profiles")) for m in dedup | latex | export)
+
+
+def test_a_constant_imported_at_the_top_brings_its_module():
+    """``coverage_rows`` names only constants of the metrics module (no ``__module__`` on them):
+    an edit to that module must still change its digest."""
+    assert "pipelines.evaluation.metrics" in closure_of(evaluation_stage.coverage_rows)
 
 
 def test_a_lambda_reaches_the_function_it_calls():

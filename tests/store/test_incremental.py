@@ -440,7 +440,7 @@ def _sitemap(entries: dict[str, str]) -> str:
 
 
 def _small_site(with_sitemap: bool = True):
-    from test_crawl import html, page
+    from support.loopback_site import html, page
 
     routes = {
         "/robots.txt": page("User-agent: *\nDisallow: /private/\n", "text/plain"),
@@ -462,7 +462,7 @@ def _pass(site, store_dir):
 
 
 def test_lastmod_rules_for_dropped_pages_listings_and_images(tmp_path):
-    from test_crawl import Site, html, page, status
+    from support.loopback_site import Site, html, page, status
 
     store_dir = tmp_path / "raw"
     with Site(_small_site()) as site:
@@ -488,7 +488,7 @@ def test_lastmod_rules_for_dropped_pages_listings_and_images(tmp_path):
 
 
 def test_lastmod_without_a_sitemap_revalidates_everything(tmp_path):
-    from test_crawl import Site
+    from support.loopback_site import Site
 
     store_dir = tmp_path / "raw"
     with Site(_small_site(with_sitemap=False)) as site:

@@ -9,7 +9,6 @@ from pipelines.clean.dedup.dedup import (
 )
 from pipelines.clean.dedup.image_index import MultiIndexHashIndex
 from pipelines.clean.dedup.image_match import ImageIndex, ImageMatcher, MatchRule, aligned_distance
-from pipelines.clean.dedup.minhash import LshParams, MinHasher, band_keys, candidate_pairs, shingle_hashes
 from pipelines.clean.dedup.normalize import (
     canonical_text,
     math_tokens,
@@ -35,7 +34,6 @@ from pipelines.clean.dedup.phash import (
 __all__ = [
     "DedupConfig", "DedupInputError", "DedupResult", "deduplicate", "figure_families", "MultiIndexHashIndex",
     "ImageIndex", "ImageMatcher", "MatchRule", "aligned_distance",
-    "LshParams", "MinHasher", "band_keys", "candidate_pairs", "shingle_hashes",
     "canonical_text", "math_tokens", "normalize_text", "question_id_of", "question_identity",
     "ImageDescriptors", "PhashError", "describe_bytes", "hamming", "image_descriptors", "image_signature_bytes",
     "image_signatures", "phash_bytes", "phash_files", "phash_image", "phash_many", "thumbnail_distance",

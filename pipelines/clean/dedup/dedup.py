@@ -56,7 +56,6 @@ import polars as pl
 
 from pipelines.clean.dedup.image_index import band_layout, iter_pairs_within_groups
 from pipelines.clean.dedup.image_match import NO_HASH, ImageIndex, ImageMatcher, MatchRule
-from pipelines.clean.dedup.minhash import splitmix64
 from pipelines.clean.dedup.normalize import canonical_text, normalize_text
 
 STAGE = "dedup"
@@ -65,14 +64,6 @@ REASON_NEAR_CONFLICT = "near duplicate with a conflicting answer"
 _U64 = np.uint64
 _PAIR_CHUNK = 1 << 18  # candidate pairs generated and filtered at a time
 
-DUPLICATES_SCHEMA = {
-    "source": pl.String,
-    "source_key": pl.String,
-    "question_id": pl.String,
-    "kept_question_id": pl.String,
-    "kind": pl.String,
-    "evidence": pl.String,
-}
 QUARANTINE_SCHEMA = {
     "source": pl.String,
     "source_key": pl.String,
@@ -148,6 +139,14 @@ class DedupResult:
 
 def _key64(*parts: str) -> int:
     return int.from_bytes(hashlib.blake2b("\x1f".join(parts).encode("utf-8"), digest_size=8).digest(), "big")
+
+
+def splitmix64(x: np.ndarray) -> np.ndarray:
+    """The splitmix64 finalizer, element-wise on a uint64 array (returns a new array)."""
+    x = np.asarray(x, dtype=np.uint64)
+    x = (x ^ (x >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> _U64(27))) * _U64(0x94D049BB133111EB)
+    return x ^ (x >> _U64(31))
 
 
 def _mix(acc: np.ndarray, value) -> np.ndarray:

@@ -14,6 +14,8 @@ import unicodedata
 from functools import lru_cache
 from typing import Sequence
 
+from pipelines.clean.latex.convert import find_tex_math
+
 # Zero-width and invisible formatting characters that editors and web pages insert.
 _INVISIBLE = dict.fromkeys(
     map(ord, "\u200b\u200c\u200d\u2060\ufeff\u180e\u00ad\u2061\u2062\u2063\u2064"), None
@@ -234,8 +236,6 @@ def _dollars_as_delimiters(text: str) -> str:
     """``$...$`` / ``$$...$$`` math as ``\\( \\)`` / ``\\[ \\]``; a dollar that opens no math (a
     price: "$5 and $6") stays a dollar. Which dollars are math is the LaTeX stage's rule
     (``latex.find_tex_math``)."""
-    from pipelines.clean.latex.convert import find_tex_math
-
     out, pos = [], 0
     for region in find_tex_math(text):
         if region.delimiter in ("$", "$$"):

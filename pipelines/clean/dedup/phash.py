@@ -440,14 +440,3 @@ def phash_many(
 
 def hamming(a: int, b: int) -> int:
     return (int(a) ^ int(b)).bit_count()
-
-
-def hamming_array(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
-    """Element-wise Hamming distance between uint64 arrays (or an array and one hash)."""
-    x = np.bitwise_xor(np.asarray(a, dtype=np.uint64), np.uint64(b) if np.isscalar(b) else np.asarray(b, dtype=np.uint64))
-    return np.bitwise_count(x).astype(np.int64)
-
-
-def phash_hex(value: int) -> str:
-    """16 hex characters, the same text as ``str(imagehash.phash(...))``."""
-    return f"{int(value):016x}"

@@ -7,6 +7,7 @@ from collections import Counter, defaultdict
 from typing import Sequence
 
 from pipelines.evaluation.models.base import EvalQuestion, MultipleChoiceModel, Prediction
+from pipelines.evaluation.models.registry import ModelArgs, register_model
 
 
 def options_fingerprint(question: EvalQuestion) -> str:
@@ -141,3 +142,20 @@ class LongestOptionBaseline(MultipleChoiceModel):
                 )
             )
         return predictions
+
+
+@register_model("random", parameters={"seed"}, baseline=True)
+def build_random(args: ModelArgs) -> RandomBaseline:
+    model = RandomBaseline(seed=args.number("seed", 0, int))
+    model.name = args.name
+    return model
+
+
+@register_model("most-frequent-position", baseline=True)
+def build_most_frequent_position(args: ModelArgs) -> MostFrequentPositionBaseline:
+    return MostFrequentPositionBaseline()
+
+
+@register_model("longest-option", baseline=True)
+def build_longest_option(args: ModelArgs) -> LongestOptionBaseline:
+    return LongestOptionBaseline()

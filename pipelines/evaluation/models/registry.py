@@ -11,6 +11,18 @@
 | ``linear-probe`` | full-train linear probe on a frozen encoder | ``encoder`` (clip/embedding, required), ``per_subject`` (1/0, default 1), ``seed`` + the encoder's parameters |
 | ``few-shot`` | linear probe on k questions per skill | as ``linear-probe`` plus ``k`` (default 16) |
 
+Each adapter module declares its model with ``@register_model`` on a builder (the one place to
+add a model: a new module in this package is found when the models are first listed)::
+
+    @register_model("my-model", parameters={"seed"}, extra="clip", needs="transformers")
+    def build_my_model(args: ModelArgs) -> MultipleChoiceModel:
+        return MyModel(seed=args.number("seed", 0, int), name=args.name)
+
+``extra`` names the ``pip install 'stemforge[EXTRA]'`` that provides the importable module
+``needs``: without it the model is skipped with a note instead of failing the build. Listing
+models imports only the adapter modules, never torch or transformers (adapters import those
+when they run).
+
 The model's ``name`` is the spec with its parameters sorted, leaving out those that do not
 change predictions (batch_size, device, threads, workers, timeout, max_retries, backoff,
 cache_dir, api_key_env). An unknown adapter or parameter, or a bad value, raises ValueError.
@@ -18,43 +30,120 @@ cache_dir, api_key_env). An unknown adapter or parameter, or a bad value, raises
 
 from __future__ import annotations
 
+import hashlib
+import importlib
+import pkgutil
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterable
 from urllib.parse import parse_qsl
 
 from pipelines.evaluation.models.base import MultipleChoiceModel
 
-BASELINES = ("random", "most-frequent-position", "longest-option")
-ADAPTERS = BASELINES + ("embedding", "clip", "openai", "linear-probe", "few-shot")
+MODELS_PACKAGE = "pipelines.evaluation.models"
 OPERATIONAL = {
     "batch_size", "device", "threads", "workers", "timeout", "max_retries", "backoff", "cache_dir", "api_key_env",
 }
 
-_PARAMETERS = {
-    "random": {"seed"},
-    "most-frequent-position": set(),
-    "longest-option": set(),
-    "embedding": {"path", "temperature", "batch_size", "device", "threads"},
-    "clip": {"path", "batch_size", "device", "threads"},
-    "openai": {"base_url", "model", "mode", "api_key_env", "timeout", "max_retries", "backoff",
-               "max_tokens", "workers", "cache_dir"},
-}
-_PROBE_PARAMETERS = {"encoder", "per_subject", "seed"}
+
+@dataclass(frozen=True)
+class ModelArgs:
+    """What a builder gets: the spec's kind and parameters, the model's canonical ``name`` and
+    the build's default response cache."""
+
+    kind: str
+    params: dict[str, str]
+    name: str
+    cache_dir: str | Path | None = None
+
+    def number(self, key: str, default, cast=float):
+        if key not in self.params:
+            return default
+        try:
+            return cast(self.params[key])
+        except ValueError:
+            raise ValueError(f"{self.kind}: parameter {key} must be a number, got {self.params[key]!r}") from None
+
+    def required(self, key: str, what: str = "") -> str:
+        if not self.params.get(key):
+            raise ValueError(f"{self.kind}: parameter {key}{' (' + what + ')' if what else ''} is required")
+        return self.params[key]
+
+
+Builder = Callable[[ModelArgs], MultipleChoiceModel]
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    build: Builder
+    # the parameters the spec may give, or a function of the given ones returning them
+    parameters: frozenset[str] | Callable[[str, dict[str, str]], set[str]]
+    extra: str | None = None  # the ``stemforge[EXTRA]`` that provides ``needs``
+    needs: str | None = None  # module that must be importable, else the model is skipped
+    baseline: bool = False  # a floor that needs nothing but the dataset
+    encoder: bool = False  # usable as the frozen encoder of linear-probe / few-shot
+    order: tuple[str, int] = ("", 0)  # (module, line): listing order whatever the import order
+
+    def allowed(self, params: dict[str, str]) -> set[str]:
+        return set(self.parameters(self.name, params)) if callable(self.parameters) else set(self.parameters)
+
+
+_MODELS: dict[str, ModelEntry] = {}
+_loaded = False
+
+
+def register_model(name: str, *, parameters: Iterable[str] | Callable = (), extra: str | None = None,
+                   needs: str | None = None, baseline: bool = False, encoder: bool = False):
+    """Declare the model ``name`` built by the decorated ``builder(args: ModelArgs)``."""
+
+    def decorate(build: Builder) -> Builder:
+        existing = _MODELS.get(name)
+        if existing is not None and (existing.build.__module__, existing.build.__qualname__) != (
+            build.__module__, build.__qualname__
+        ):
+            raise ValueError(f"model {name!r} is registered twice")
+        allowed = parameters if callable(parameters) else frozenset(parameters)
+        order = (build.__module__, build.__code__.co_firstlineno)
+        _MODELS[name] = ModelEntry(name, build, allowed, extra, needs, baseline, encoder, order)
+        return build
+
+    return decorate
+
+
+def models() -> dict[str, ModelEntry]:
+    """Every registered model by name; the adapter modules are imported on the first call."""
+    global _loaded
+    if not _loaded:
+        package = importlib.import_module(MODELS_PACKAGE)
+        for module in sorted(m.name for m in pkgutil.iter_modules(package.__path__)):
+            importlib.import_module(f"{MODELS_PACKAGE}.{module}")
+        _loaded = True
+    return dict(sorted(_MODELS.items(), key=lambda item: item[1].order))
+
+
+def model_entry(kind: str) -> ModelEntry | None:
+    return models().get(kind)
+
+
+def model_names() -> list[str]:
+    return list(models())
 
 
 def available_baselines() -> list[str]:
     """The floor baselines that need nothing but the dataset."""
-    return list(BASELINES)
+    return [name for name, entry in models().items() if entry.baseline]
 
 
-def available_adapters() -> list[str]:
-    return list(ADAPTERS)
+def encoder_names() -> list[str]:
+    return sorted(name for name, entry in models().items() if entry.encoder)
 
 
 def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
     spec = (spec or "").strip()
     kind, _, query = spec.partition("?")
-    if kind not in ADAPTERS:
-        raise ValueError(f"unknown model {kind!r}; expected one of: {', '.join(ADAPTERS)}")
+    if kind not in models():
+        raise ValueError(f"unknown model {kind!r}; expected one of: {', '.join(models())}")
     try:
         pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
     except ValueError:
@@ -72,107 +161,30 @@ def canonical_name(kind: str, params: dict[str, str]) -> str:
     return kind + ("?" + "&".join(f"{k}={v}" for k, v in kept) if kept else "")
 
 
-def _number(params, key, kind, default, cast=float):
-    if key not in params:
-        return default
-    try:
-        return cast(params[key])
-    except ValueError:
-        raise ValueError(f"{kind}: parameter {key} must be a number, got {params[key]!r}") from None
-
-
-def _check(kind: str, params: dict[str, str], allowed: set[str]) -> None:
+def check_parameters(kind: str, params: dict[str, str], allowed: set[str]) -> None:
     unknown = sorted(set(params) - allowed)
     if unknown:
         raise ValueError(f"{kind}: unknown parameter {unknown[0]!r}; allowed: {', '.join(sorted(allowed)) or 'none'}")
 
 
-def _encoder(kind: str, params: dict[str, str], name: str):
-    if kind == "embedding":
-        from pipelines.evaluation.models.embedding import DEFAULT_TEMPERATURE, EmbeddingSimilarityModel
-
-        return EmbeddingSimilarityModel(
-            model_path=params.get("path") or None,
-            temperature=_number(params, "temperature", kind, DEFAULT_TEMPERATURE),
-            batch_size=_number(params, "batch_size", kind, 64, int),
-            device=params.get("device", "cpu"),
-            threads=_number(params, "threads", kind, None, int),
-            name=name,
-        )
-    if kind == "clip":
-        from pipelines.evaluation.models.clip import ClipZeroShotModel
-
-        if not params.get("path"):
-            raise ValueError("clip: parameter path (a local CLIP weights directory) is required")
-        return ClipZeroShotModel(
-            path=Path(params["path"]),
-            batch_size=_number(params, "batch_size", kind, 32, int),
-            device=params.get("device", "cpu"),
-            threads=_number(params, "threads", kind, None, int),
-            name=name,
-        )
-    raise ValueError(f"unknown encoder {kind!r}; expected clip or embedding")
-
-
 def build_model(spec: str, cache_dir: str | Path | None = None) -> MultipleChoiceModel:
-    """The adapter for ``spec``; ``cache_dir`` is the default response cache for ``openai``."""
+    """The adapter for ``spec``; ``cache_dir`` is the default response cache (``openai``)."""
     kind, params = parse_spec(spec)
-    name = canonical_name(kind, params)
-    if kind in ("linear-probe", "few-shot"):
-        from pipelines.evaluation.models.training import LinearProbeModel
+    entry = models()[kind]
+    check_parameters(kind, params, entry.allowed(params))
+    return entry.build(ModelArgs(kind, params, canonical_name(kind, params), cache_dir))
 
-        encoder_kind = params.get("encoder")
-        if encoder_kind not in ("clip", "embedding"):
-            raise ValueError(f"{kind}: parameter encoder must be clip or embedding, got {encoder_kind!r}")
-        allowed = _PROBE_PARAMETERS | _PARAMETERS[encoder_kind] | ({"k"} if kind == "few-shot" else set())
-        _check(kind, params, allowed)
-        encoder_params = {k: v for k, v in params.items() if k in _PARAMETERS[encoder_kind]}
-        encoder = _encoder(encoder_kind, encoder_params, canonical_name(encoder_kind, encoder_params))
-        shots = _number(params, "k", kind, 16, int) if kind == "few-shot" else None
-        if shots is not None and shots < 1:
-            raise ValueError(f"few-shot: k must be at least 1, got {shots}")
-        per_subject = params.get("per_subject", "1")
-        if per_subject not in ("0", "1"):
-            raise ValueError(f"{kind}: per_subject must be 0 or 1, got {per_subject!r}")
-        return LinearProbeModel(
-            encoder,
-            shots_per_skill=shots,
-            per_subject=per_subject == "1",
-            seed=_number(params, "seed", kind, 0, int),
-            name=name,
-        )
-    _check(kind, params, _PARAMETERS[kind])
-    if kind == "random":
-        from pipelines.evaluation.models.baselines import RandomBaseline
 
-        model = RandomBaseline(seed=_number(params, "seed", kind, 0, int))
-        model.name = name
-        return model
-    if kind == "most-frequent-position":
-        from pipelines.evaluation.models.baselines import MostFrequentPositionBaseline
+def model_code_digest(spec: str) -> str | None:
+    """A digest of the modules of the builders ``spec`` uses (its own, and its encoder's):
+    they are found through the registry, so the imports of the predict stage do not name them."""
+    from pipelines.store.code_deps import code_digest_of
 
-        return MostFrequentPositionBaseline()
-    if kind == "longest-option":
-        from pipelines.evaluation.models.baselines import LongestOptionBaseline
-
-        return LongestOptionBaseline()
-    if kind in ("embedding", "clip"):
-        return _encoder(kind, params, name)
-    from pipelines.evaluation.models.openai_chat import OpenAIChatModel
-
-    for required in ("base_url", "model"):
-        if not params.get(required):
-            raise ValueError(f"openai: parameter {required} is required")
-    return OpenAIChatModel(
-        base_url=params["base_url"],
-        model=params["model"],
-        mode=params.get("mode", "llm"),
-        api_key_env=params.get("api_key_env", "OPENAI_API_KEY"),
-        cache_dir=params.get("cache_dir") or cache_dir,
-        timeout=_number(params, "timeout", kind, 60.0),
-        max_retries=_number(params, "max_retries", kind, 3, int),
-        backoff=_number(params, "backoff", kind, 1.0),
-        max_tokens=_number(params, "max_tokens", kind, 16, int),
-        workers=_number(params, "workers", kind, 4, int),
-        name=name,
-    )
+    try:
+        kind, params = parse_spec(spec)
+    except ValueError:
+        return None
+    entries = [models()[kind]]
+    if params.get("encoder") in models():
+        entries.append(models()[params["encoder"]])
+    return hashlib.sha256("".join(code_digest_of(e.build) for e in entries).encode()).hexdigest()

@@ -31,6 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
+from pipelines.evaluation.models.registry import ModelArgs, canonical_name, encoder_names, model_entry, register_model
 from pipelines.evaluation.models.base import (
     EvalQuestion,
     MultipleChoiceModel,
@@ -180,3 +181,38 @@ class LinearProbeModel(MultipleChoiceModel):
             else:
                 predictions.append(prediction_from_scores(question.question_id, probe.scores(pair.features)))
         return predictions
+
+
+PROBE_PARAMETERS = {"encoder", "per_subject", "seed"}
+
+
+def probe_parameters(kind: str, params: dict[str, str]) -> set[str]:
+    """The probe's own parameters, ``k`` for few-shot, and those of its encoder."""
+    encoder = params.get("encoder")
+    if encoder not in encoder_names():
+        raise ValueError(f"{kind}: parameter encoder must be {' or '.join(encoder_names())}, got {encoder!r}")
+    return PROBE_PARAMETERS | model_entry(encoder).allowed({}) | ({"k"} if kind == "few-shot" else set())
+
+
+@register_model("linear-probe", parameters=probe_parameters)
+def build_linear_probe(args: ModelArgs) -> LinearProbeModel:
+    encoder_kind = args.params["encoder"]
+    encoder_entry = model_entry(encoder_kind)
+    encoder_params = {k: v for k, v in args.params.items() if k in encoder_entry.allowed({})}
+    encoder = encoder_entry.build(ModelArgs(encoder_kind, encoder_params, canonical_name(encoder_kind, encoder_params)))
+    shots = args.number("k", 16, int) if args.kind == "few-shot" else None
+    if shots is not None and shots < 1:
+        raise ValueError(f"few-shot: k must be at least 1, got {shots}")
+    per_subject = args.params.get("per_subject", "1")
+    if per_subject not in ("0", "1"):
+        raise ValueError(f"{args.kind}: per_subject must be 0 or 1, got {per_subject!r}")
+    return LinearProbeModel(
+        encoder,
+        shots_per_skill=shots,
+        per_subject=per_subject == "1",
+        seed=args.number("seed", 0, int),
+        name=args.name,
+    )
+
+
+register_model("few-shot", parameters=probe_parameters)(build_linear_probe)

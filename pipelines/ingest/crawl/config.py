@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Union
 from urllib.parse import urlsplit
 
+from pipelines.http import RetryPolicy
+
 DEFAULT_USER_AGENT = "stemforge-crawler/0.1 (+https://github.com/stemforge)"
 REVALIDATE_MODES = ("all", "lastmod")
 
@@ -104,6 +106,12 @@ class CrawlConfig:
         for ok, message in checks:
             if not ok:
                 raise CrawlConfigError(message)
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(retries=self.max_retries, backoff=self.backoff_base, backoff_cap=self.backoff_cap,
+                           max_retry_after=self.max_retry_after, timeout=self.timeout,
+                           max_total_wait=self.max_retries * max(self.max_retry_after, self.backoff_cap))
 
     @property
     def robots_agent(self) -> str:

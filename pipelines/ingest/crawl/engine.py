@@ -9,7 +9,6 @@ outcomes and the discovered links in the frontier, a batch per transaction.
 
 from __future__ import annotations
 
-import email.utils
 import hashlib
 import json
 import random
@@ -26,6 +25,7 @@ import requests
 import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 
+from pipelines.http import RETRY_STATUSES, parse_retry_after, retryable_status
 from pipelines.ingest.crawl.config import CrawlConfig
 from pipelines.ingest.crawl.frontier import FetchResult, Frontier, Task, recorded_sitemap
 from pipelines.ingest.crawl.links import UrlMapper, extract_links, maybe_gunzip, normalize_url, parse_sitemap
@@ -35,7 +35,6 @@ from pipelines.ingest.crawl.robots import MAX_ROBOTS_BYTES, RobotsCache, RobotsR
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 GONE_STATUSES = frozenset({404, 410})
-RETRY_STATUSES = frozenset({408, 425, 429})
 _DRAIN_LIMIT = 64 * 1024
 _CHUNK = 64 * 1024
 
@@ -127,22 +126,6 @@ def _size_text(limit: int) -> str:
     return f"{limit} bytes"
 
 
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a Retry-After header (delta-seconds or HTTP date)."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
 class _Transient(Exception):
     """An attempt that may succeed if retried."""
 
@@ -175,6 +158,7 @@ class _Fetcher:
         self.mapper = mapper
         self.limiter = limiter
         self.robots = RobotsCache(self.fetch_robots)
+        self.policy = config.retry_policy
         self._local = threading.local()
         self._random = random.Random()
         self._random_lock = threading.Lock()
@@ -200,14 +184,10 @@ class _Fetcher:
             self._local.session = session
         return session
 
-    def _jitter(self, seconds: float) -> float:
-        with self._random_lock:
-            return seconds / 2 + self._random.uniform(0, seconds / 2)
-
     def _attempt(self, url: str, headers: dict[str, str], body_limit: int, truncate: bool) -> _Response:
         host = urlsplit(url).netloc
         self.limiter.acquire(host)
-        timeout = self.config.timeout
+        timeout = self.policy.timeout
         started = time.monotonic()
         try:
             response = self._session().get(url, headers=headers, stream=True, timeout=(timeout, timeout), allow_redirects=False)
@@ -243,7 +223,7 @@ class _Fetcher:
         except (urllib3.exceptions.HTTPError, requests.exceptions.RequestException, OSError):
             response.close()
             raise _Transient("truncated response") from None
-        if status >= 500 or status in RETRY_STATUSES:
+        if retryable_status(status):
             raise _Transient(f"HTTP {status}", status, parse_retry_after(response.headers.get("Retry-After")))
         return _Response(status, response.headers, body, url)
 
@@ -266,9 +246,9 @@ class _Fetcher:
 
     def request(self, url: str, headers: dict[str, str], body_limit: int | None = None, truncate: bool = False) -> tuple[_Response, int]:
         """One hop with retries; returns (response, attempts) or raises _Permanent."""
-        config = self.config
+        config, policy = self.config, self.policy
         limit = body_limit or config.max_body_bytes
-        attempts = 0
+        attempts, waited = 0, 0.0
         while True:
             attempts += 1
             try:
@@ -277,24 +257,20 @@ class _Fetcher:
                 exc.attempts = attempts  # type: ignore[attr-defined]
                 raise
             except _Transient as exc:
-                if attempts > config.max_retries:
-                    failure = _Permanent(f"{exc.label} after {attempts} attempts", exc.status)
+                with self._random_lock:
+                    delay = policy.retry_delay(exc.retry_after, attempts, waited, self._random)
+                if delay is None:
+                    if attempts <= policy.retries and (exc.retry_after or 0.0) > policy.max_retry_after:
+                        reason = f"{exc.label} with Retry-After {exc.retry_after:.0f} s (over the {policy.max_retry_after:.0f} s limit)"
+                    else:
+                        reason = f"{exc.label} after {attempts} attempts"
+                    failure = _Permanent(reason, exc.status)
                     failure.attempts = attempts  # type: ignore[attr-defined]
                     raise failure from None
-                if exc.retry_after is not None:
-                    if exc.retry_after > config.max_retry_after:
-                        failure = _Permanent(
-                            f"{exc.label} with Retry-After {exc.retry_after:.0f} s (over the {config.max_retry_after:.0f} s limit)",
-                            exc.status,
-                        )
-                        failure.attempts = attempts  # type: ignore[attr-defined]
-                        raise failure from None
-                    delay = exc.retry_after
-                    if config.retry_after_pauses_host:
-                        self.limiter.pause(urlsplit(url).netloc, delay)
-                else:
-                    delay = self._jitter(min(config.backoff_cap, config.backoff_base * 2 ** (attempts - 1)))
+                if exc.retry_after is not None and config.retry_after_pauses_host:
+                    self.limiter.pause(urlsplit(url).netloc, delay)
                 time.sleep(delay)
+                waited += delay
 
     # robots.txt -------------------------------------------------------------------------
     def fetch_robots(self, robots_url: str) -> RobotsRules:

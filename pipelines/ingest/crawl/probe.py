@@ -13,28 +13,26 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import requests
 
 from pipelines.ingest.crawl.config import CrawlConfig
-from pipelines.ingest.crawl.engine import (
-    REDIRECT_STATUSES,
-    RETRY_STATUSES,
-    canonical_text_digest,
-    parse_retry_after,
-    sitemap_entries_digest,
-)
+from pipelines.http import RetryPolicy
+from pipelines.ingest.crawl.engine import REDIRECT_STATUSES, canonical_text_digest, sitemap_entries_digest
 from pipelines.ingest.crawl.frontier import recorded_sitemap
 from pipelines.ingest.crawl.links import UrlMapper, maybe_gunzip, normalize_url, parse_sitemap
 from pipelines.ingest.crawl.raw_store import RawStore, RawStoreError
 from pipelines.ingest.crawl.robots import MAX_ROBOTS_BYTES, RobotsRules
 
 MAX_SITEMAPS = 10_000
-RETRIES = 3  # extra attempts after a 5xx, 408, 425, 429, timeout or connection error
+
+
+def probe_policy(config: CrawlConfig) -> RetryPolicy:
+    """The crawl's retry policy with short waits: a probe answers a sensor, which must not stall."""
+    return replace(config.retry_policy, backoff=0.4, backoff_cap=5.0, max_retry_after=5.0)
 
 
 @dataclass
@@ -55,25 +53,15 @@ class SiteProbe:
 
 def _get(session: requests.Session, url: str, headers: dict, limit: int, timeout: float, mapper: UrlMapper,
          probe: SiteProbe) -> tuple[int, bytes | None]:
-    """GET with at most 5 redirects on allowed hosts and a few retries of transient answers;
+    """GET with at most 5 redirects on allowed hosts (the session retries transient answers);
     (status, body or None)."""
-    attempts = 0
-    for _ in range(6 + RETRIES):
+    for _ in range(6):
         probe.requests += 1
-        attempts += 1
+        response = session.get(url, headers=headers, timeout=(timeout, timeout), allow_redirects=False, stream=True)
         try:
-            response = session.get(url, headers=headers, timeout=(timeout, timeout), allow_redirects=False, stream=True)
-        except (requests.ConnectionError, requests.Timeout):
-            if attempts > RETRIES:
-                raise
-            time.sleep(0.2 * 2 ** attempts)
-            continue
-        try:
+            retries = getattr(response.raw, "retries", None)
+            probe.requests += len(retries.history) if retries is not None else 0
             status = response.status_code
-            if (status >= 500 or status in RETRY_STATUSES) and attempts <= RETRIES:
-                wait = parse_retry_after(response.headers.get("Retry-After"))
-                time.sleep(min(wait if wait is not None else 0.2 * 2 ** attempts, 5.0))
-                continue
             if status in REDIRECT_STATUSES and response.headers.get("Location"):
                 target = normalize_url(urljoin(url, response.headers["Location"]))
                 if target is None or not mapper.host_allowed(target):
@@ -123,9 +111,7 @@ def _probe(config: CrawlConfig, store: RawStore) -> SiteProbe:
     if not complete:
         probe.reasons.append(f"crawl pass {number} did not finish")
     mapper = UrlMapper(config.base_url, config.canonical_base, config.allowed_hosts)
-    session = requests.Session()
-    session.trust_env = False
-    session.headers.update({"User-Agent": config.user_agent, "Accept": "*/*"})
+    session = probe_policy(config).session({"User-Agent": config.user_agent, "Accept": "*/*"})
     token = hashlib.sha256()
     try:
         # robots.txt: its text, with the request base written as the canonical one

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import os
 import sqlite3
-import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
+
+from pipelines.store.atomic import atomic_write_bytes, remove_stale_temporaries
 
 INDEX_NAME = "index.sqlite"
 BODIES_DIR = "bodies"
@@ -122,9 +122,7 @@ class RawStore:
             self._add_missing_columns()
         except sqlite3.DatabaseError as exc:
             raise RawStoreError(f"raw store index {self.index_path} is unreadable: {exc}") from None
-        self._tmp_counter = 0
         self._made_dirs: set[str] = set()
-        self._tmp_lock = threading.Lock()
 
     def _add_missing_columns(self) -> None:
         present = {row[1] for row in self.conn.execute("PRAGMA table_info(urls)")}
@@ -156,8 +154,7 @@ class RawStore:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 raise RawStoreError(f"another crawl is writing to {self.root}") from None
-            for stale in self.bodies.glob("*/.*.tmp"):
-                stale.unlink(missing_ok=True)
+            remove_stale_temporaries(self.bodies, recursive=True)
             try:
                 yield
             finally:
@@ -175,16 +172,7 @@ class RawStore:
         if sha[:2] not in self._made_dirs:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._made_dirs.add(sha[:2])
-        with self._tmp_lock:
-            self._tmp_counter += 1
-            tmp = path.parent / f".{sha}.{os.getpid()}.{threading.get_ident()}.{self._tmp_counter}.tmp"
-        try:
-            with open(tmp, "wb") as handle:
-                handle.write(body)
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        atomic_write_bytes(path, body, sweep=False)  # swept once the crawl lock is held
         return sha
 
     def read_body(self, sha256: str) -> bytes | None:

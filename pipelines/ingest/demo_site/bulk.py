@@ -35,7 +35,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipelines.store.images import atomic_write_bytes, sha256_hex
+from pipelines.store.images import sha256_hex
+from pipelines.store.atomic import atomic_write_bytes
 from pipelines.store.lake import write_table
 from pipelines.store.records import RAW_QUESTION_SCHEMA, RawQuestion
 from pipelines.ingest.demo_site.generator import DemoSite, SiteConfig, render_image
@@ -105,7 +106,7 @@ class ImageWriter:
         image_hash = sha256_hex(data)
         path = self.root / image_hash[:2] / f"{image_hash}.{target.extension}"
         if not path.exists():
-            atomic_write_bytes(path, data)
+            atomic_write_bytes(path, data, sweep=False)
             self.written += 1
         self.hash_of[memo] = image_hash
         return image_hash

@@ -1014,9 +1014,6 @@ SCI_K = ((2, 0.05), (3, 0.55), (4, 0.4))
 ENG_K = ((2, 0.45), (3, 0.55))
 TECH_K = ((3, 0.1), (4, 0.8), (5, 0.1))
 EARLY = ("pre-k", "kindergarten", "grade-1", "grade-2")
-ELEM = ("grade-1", "grade-2", "grade-3", "grade-4", "grade-5")
-MIDDLE = ("grade-5", "grade-6", "grade-7", "grade-8")
-HIGH = ("grade-8", "algebra-1", "geometry", "algebra-2", "precalculus")
 
 FAMILIES: tuple[Family, ...] = (
     # math: 18 families

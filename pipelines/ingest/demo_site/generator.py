@@ -59,6 +59,7 @@ from datetime import date, timedelta
 from functools import lru_cache
 
 from pipelines.ingest.demo_site import families as F
+from pipelines.ingest.demo_site.drawing import RGB, render
 from pipelines.ingest.demo_site.imagespec import ImageSpec
 from pipelines.ingest.demo_site.rng import Rng, hash64, unit
 
@@ -78,8 +79,6 @@ EDIT_RATE = 0.02
 OVERSIZED_WEIGHT = 6.0
 BASE_DATE = date(2026, 1, 5)
 
-NEAR_VARIANTS = ("jpeg", "resize", "rescan", "whitespace", "case", "nbsp", "zero_width", "nfd", "option_order",
-                 "tex_spacing", "label_punct")
 # families built as hard cases for dedup plant near copies (TeX typed another way, labels
 # punctuated another way) or templated siblings (colour variants) that many times more often
 NEAR_BOOST = {"tex-fractions": 5.0, "tex-on-page": 3.0, "figure-labels": 6.0}
@@ -146,11 +145,6 @@ class DemoQuestion:
     lastmod: str                        # YYYY-MM-DD
     image_alts: tuple = field(default=())  # alt of the problem image (if any), then of each option image
     option_order: str = "shuffled"      # or "kept-order:<reason>": the options only read right in this order
-
-    @property
-    def dup_group(self) -> str | None:
-        """Duplicate group of an exact/near copy (the original carries it only in the truth file)."""
-        return f"dup-{self.dup_of}" if self.dup_of is not None else None
 
     @property
     def num_choices(self) -> int:
@@ -264,7 +258,6 @@ class DemoSite:
                 start += cnt
         assert start == n
         self._skills = tuple(skills)
-        self._starts = [s.start for s in skills]
         # skills with no questions share a start with the next one; bisect over the non-empty ones
         self._nonempty = [s for s in skills if s.count > 0]
         self._nonempty_starts = [s.start for s in self._nonempty]
@@ -334,11 +327,6 @@ class DemoSite:
         if self.config.revision == 0:
             return self.config.questions
         return sum(1 for _ in self.indices())
-
-    @property
-    def num_pages(self) -> int:
-        """Number of question pages (present questions)."""
-        return len(self)
 
     def skill_questions(self, skill: SkillInfo) -> list[int]:
         """Present question indices of one skill, ascending (cached)."""
@@ -709,7 +697,6 @@ def _recolour(content: F.Content, h: int) -> F.Content | None:
     a = named[0]
     used = sorted({*drawn, *(m.group(1) for x in content.options if not isinstance(x, ImageSpec)
                              for seg in x if seg.__class__ is str for m in _COLOUR_WORD.finditer(seg))} - {a})
-    from pipelines.ingest.demo_site.drawing import RGB
 
     def grey(name: str) -> float:
         r, g, b_ = RGB[name]
@@ -773,13 +760,6 @@ ALT_BY_KIND = {
 }
 
 
-def alt_text(spec: ImageSpec) -> str:
-    """The alt text a page gives an image: what it is, never the answer."""
-    return ALT_BY_KIND.get(spec.kind, "picture")
-
-
 def render_image(spec: ImageSpec) -> bytes:
     """The image's bytes (PNG, or JPEG for the ``jpeg`` variant); deterministic."""
-    from pipelines.ingest.demo_site.drawing import render
-
     return render(spec)

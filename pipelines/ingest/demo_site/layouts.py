@@ -18,10 +18,9 @@ from __future__ import annotations
 import json
 from html import escape
 
-from pipelines.ingest.demo_site.generator import DemoQuestion, DemoSite, SkillInfo
+from pipelines.ingest.demo_site.generator import DemoQuestion, DemoSite, SkillInfo, question_path
 from pipelines.ingest.demo_site.imagespec import ImageSpec
 
-SITE_NAME = {"ixl": "LearnDemo", "proprofs": "QuizSchool Demo", "triviaplaza": "TriviaDemo"}
 SUBJECT_TITLE = {"science": "Science", "technology": "Technology", "engineering": "Engineering", "math": "Math"}
 PAGE_SIZE = 10
 
@@ -264,7 +263,6 @@ def skill_listing(site: DemoSite, sk: SkillInfo, page: int) -> str | None:
     pages = max(1, (len(idx) + PAGE_SIZE - 1) // PAGE_SIZE)
     if not idx or not 1 <= page <= pages:
         return None
-    from pipelines.ingest.demo_site.generator import question_path
 
     chunk = idx[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
     items = "".join(f"<li><a href=\"{e(question_path(sk.layout, sk.subject, sk.grade, sk.skill, i))}\">Question {i}</a></li>"

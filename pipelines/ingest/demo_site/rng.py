@@ -31,10 +31,6 @@ def ihash(seed: int, tag: int, i: int, extra: int = 0) -> int:
     return mix64(mix64(mix64(seed * 1_000_003 + tag) ^ i) + extra)
 
 
-def iunit(seed: int, tag: int, i: int, extra: int = 0) -> float:
-    return (ihash(seed, tag, i, extra) >> 11) / 9007199254740992.0
-
-
 def unit(*parts: object) -> float:
     """A stable float in [0, 1) from ``parts``."""
     return (hash64(*parts) >> 11) / 9007199254740992.0

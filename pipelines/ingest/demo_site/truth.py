@@ -60,6 +60,7 @@ from pipelines.ingest.demo_site import faults as FT
 from pipelines.ingest.demo_site import generator as G
 from pipelines.ingest.demo_site.faults import Faults
 from pipelines.ingest.demo_site.generator import DemoQuestion, DemoSite, SiteConfig
+from pipelines.store.atomic import atomic_write
 
 FORMAT = "stemforge-demo-truth/1"
 CANONICAL_BASE = "http://demo.localhost/"
@@ -245,25 +246,17 @@ def write_truth(config: SiteConfig, path: str | os.PathLike) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _, groups, changes, summary, records = _question_records(config)
-    fd_q, tmp_q = tempfile.mkstemp(dir=path.parent, prefix=".tmp-q-", suffix=".jsonl")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".jsonl")
-    try:
-        with os.fdopen(fd_q, "w+", encoding="utf-8", newline="\n") as qf:
-            for rec in records:
-                qf.write(json.dumps(rec, ensure_ascii=False, sort_keys=True))
-                qf.write("\n")
-            qf.seek(0)
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-                f.write(json.dumps(summary.record(groups, changes), ensure_ascii=False, sort_keys=True))
-                f.write("\n")
-                while chunk := qf.read(1 << 20):
-                    f.write(chunk)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        for leftover in (tmp, tmp_q):
-            if os.path.exists(leftover):
-                os.unlink(leftover)
+    # the site record (the first line) is complete only after the last question: they wait in an unnamed file
+    with tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n", dir=path.parent) as qf:
+        for rec in records:
+            qf.write(json.dumps(rec, ensure_ascii=False, sort_keys=True))
+            qf.write("\n")
+        qf.seek(0)
+        with atomic_write(path, "w", encoding="utf-8", newline="\n") as f:
+            f.write(json.dumps(summary.record(groups, changes), ensure_ascii=False, sort_keys=True))
+            f.write("\n")
+            while chunk := qf.read(1 << 20):
+                f.write(chunk)
     return path
 
 

@@ -1,6 +1,7 @@
 """Importers for released corpora: sources that yield RawQuestion and QuarantineEntry records.
 
-``iter_import_records(spec, images)`` dispatches on ``spec.kind``:
+``iter_import_records(spec, images)`` reads a file source with the reader its kind registered
+(``@register_source`` in its module, see ``pipelines.ingest.sources``):
 
 - ``stem-parquet:PATH``: the public STEM release (``stem_parquet``);
 - ``scienceqa:PATH``: ScienceQA's ``problems.json`` and its images (``scienceqa``);
@@ -19,10 +20,11 @@ produced (a ``python:`` function that raises does so while the records are read)
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from typing import Iterator
 
 from pipelines.store.images import ImageStore
 from pipelines.store.records import Record
+from pipelines.ingest.sources import source_kinds
 from pipelines.ingest.spec import SourceSpec
 from pipelines.ingest.importers.answers import AnswerError, parse_answer
 from pipelines.ingest.importers.common import (
@@ -40,26 +42,21 @@ from pipelines.ingest.importers.python_source import iter_python_records
 from pipelines.ingest.importers.scienceqa import SCIENCEQA_SUBJECTS, iter_scienceqa_records
 from pipelines.ingest.importers.stem_parquet import find_shards, iter_stem_parquet_records
 
-IMPORTERS: dict[str, Callable[[SourceSpec, ImageStore], Iterator[Record]]] = {
-    "stem-parquet": iter_stem_parquet_records,
-    "scienceqa": iter_scienceqa_records,
-    "jsonl": iter_jsonl_records,
-    "json": iter_json_records,
-    "python": iter_python_records,
-}
-IMPORTER_KINDS = tuple(IMPORTERS)
+
+
+def importer_kinds() -> tuple[str, ...]:
+    return tuple(name for name, kind in source_kinds().items() if not kind.web)
 
 
 def iter_import_records(spec: SourceSpec, images: ImageStore) -> Iterator[Record]:
     """Records of an importer source, streamed; raises ImportSourceError at once if unusable."""
-    importer = IMPORTERS.get(spec.kind)
-    if importer is None:
-        raise ImportSourceError(f"source {spec.text!r} is not an importer source ({', '.join(IMPORTER_KINDS)})")
-    return importer(spec, images)
+    kind = source_kinds().get(spec.kind)
+    if kind is None or kind.read is None:
+        raise ImportSourceError(f"source {spec.text!r} is not an importer source ({', '.join(importer_kinds())})")
+    return kind.read(spec, images)
 
 
 __all__ = [
-    "IMPORTER_KINDS",
     "SCIENCEQA_SUBJECTS",
     "AnswerError",
     "ImageStoreFailure",
@@ -67,6 +64,7 @@ __all__ = [
     "RecordProblem",
     "UnsafePath",
     "find_shards",
+    "importer_kinds",
     "iter_import_records",
     "iter_json_records",
     "iter_jsonl_records",

@@ -25,9 +25,10 @@ from typing import Any, Iterator
 
 from pipelines.store.images import ImageStore
 from pipelines.store.records import QuarantineEntry, Record
+from pipelines.ingest.sources import register_source
 from pipelines.ingest.spec import SourceSpec
 from pipelines.ingest.importers.common import STAGE, ImportSourceError, one_line
-from pipelines.ingest.importers.rows import RowMapping, image_folder, row_record, unused_field_entries
+from pipelines.ingest.importers.rows import RowMapping, image_folder, row_record, unused_field_entries, watched_data_files
 
 # A file is read whole; larger files are refused (quarantined) rather than exhausting memory.
 MAX_JSON_BYTES = 1 << 30
@@ -47,6 +48,11 @@ def find_json_files(location: str | Path) -> list[Path]:
     raise ImportSourceError(f"json: {path} is neither a file nor a folder")
 
 
+def watch_json(spec: SourceSpec, exclude: Path) -> list[Path] | None:
+    return watched_data_files(spec, find_json_files(spec.location), exclude)
+
+
+@register_source("json", usage="json:PATH", query=True, watch=watch_json)
 def iter_json_records(spec: SourceSpec, images: ImageStore) -> Iterator[Record]:
     files = find_json_files(spec.location)
     mapping = RowMapping(spec.options, "json", extra_settings=("records",))  # raises before iteration starts

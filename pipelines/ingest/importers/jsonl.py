@@ -15,6 +15,7 @@ from typing import Iterator
 
 from pipelines.store.images import ImageStore
 from pipelines.store.records import QuarantineEntry, Record
+from pipelines.ingest.sources import register_source
 from pipelines.ingest.spec import SourceSpec
 from pipelines.ingest.importers.common import STAGE, ImportSourceError, one_line
 from pipelines.ingest.importers.rows import (
@@ -24,6 +25,7 @@ from pipelines.ingest.importers.rows import (
     image_folder,
     row_record,
     unused_field_entries,
+    watched_data_files,
 )
 
 __all__ = ["DEFAULT_NAMES", "FIELDS", "MAX_LINE_BYTES", "iter_jsonl_records"]
@@ -33,6 +35,11 @@ __all__ = ["DEFAULT_NAMES", "FIELDS", "MAX_LINE_BYTES", "iter_jsonl_records"]
 MAX_LINE_BYTES = 16 * 1024 * 1024
 
 
+def watch_jsonl(spec: SourceSpec, exclude: Path) -> list[Path] | None:
+    return watched_data_files(spec, [Path(spec.location)], exclude)
+
+
+@register_source("jsonl", usage="jsonl:PATH", query=True, watch=watch_jsonl)
 def iter_jsonl_records(spec: SourceSpec, images: ImageStore) -> Iterator[Record]:
     path = Path(spec.location)
     if not path.is_file():

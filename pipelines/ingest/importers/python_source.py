@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator
 
 from pipelines.store.images import ImageStore
 from pipelines.store.records import Record
+from pipelines.ingest.sources import SourceLocationError, register_source
 from pipelines.ingest.spec import SourceSpec
 from pipelines.ingest.importers.common import ImportSourceError, one_line
 from pipelines.ingest.importers.rows import (
@@ -99,6 +100,23 @@ def function_arguments(options: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in options.items() if k not in FIELDS and k not in SETTINGS}
 
 
+def python_target(location: str) -> str:
+    """``MODULE:FUNCTION`` checked, a ``.py`` path made absolute."""
+    module, sep, function = location.rpartition(":")
+    if not sep or not module or not function.isidentifier():
+        raise SourceLocationError("expected python:MODULE:FUNCTION")
+    if module.endswith(".py"):
+        path = Path(module).expanduser()
+        if not path.is_file():
+            raise SourceLocationError(f"file {module} does not exist")
+        return f"{path.resolve()}:{function}"
+    if not all(part.isidentifier() for part in module.split(".")):
+        raise SourceLocationError(f"{module!r} is not a module name or a .py file")
+    return location
+
+
+# what the function reads is unknown: the default watch (none) imports it every build
+@register_source("python", usage="python:MODULE:FUNCTION", query=True, location=python_target)
 def iter_python_records(spec: SourceSpec, images: ImageStore) -> Iterator[Record]:
     function = load_function(spec.location)  # raises before iteration starts
     mapping = RowMapping(spec.options, "python", passthrough=True)

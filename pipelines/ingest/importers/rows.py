@@ -353,3 +353,20 @@ def row_question(
         else None
     )
     return finish_question(draft, images, problem_bytes, choice_bytes)
+
+
+def watched_data_files(spec, data_files: list[Path], exclude: Path) -> list[Path] | None:
+    """The files a mapped source reads: its data files and every file under the folder its
+    images resolve in (the data file's folder, or its ``image_root``); [] if a data file is missing."""
+    from pipelines.ingest.sources import walk_files
+
+    if not all(path.is_file() for path in data_files):
+        return []
+    image_root = spec.options.get("image_root")
+    found = set(data_files)
+    for folder in sorted({(path.parent / image_root).resolve() if image_root else path.parent for path in data_files}):
+        walked = walk_files(folder, exclude)
+        if walked is None:
+            return None
+        found.update(walked)
+    return sorted(found)

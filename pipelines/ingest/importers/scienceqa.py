@@ -23,6 +23,7 @@ from typing import Any, Iterator, Mapping
 
 from pipelines.store.images import ImageStore
 from pipelines.store.records import QuarantineEntry, RawQuestion, Record
+from pipelines.ingest.sources import register_source, walk_files
 from pipelines.ingest.spec import SourceSpec
 from pipelines.ingest.importers.answers import parse_answer
 from pipelines.ingest.importers.common import (
@@ -54,6 +55,11 @@ def find_problems_file(location: str | Path) -> Path:
     return path
 
 
+def watch_scienceqa(spec: SourceSpec, exclude: Path) -> list[Path] | None:
+    return walk_files(find_problems_file(spec.location).parent, exclude)
+
+
+@register_source("scienceqa", usage="scienceqa:PATH", watch=watch_scienceqa)
 def iter_scienceqa_records(
     spec: SourceSpec, images: ImageStore, subject_map: Mapping[str, str] = SCIENCEQA_SUBJECTS
 ) -> Iterator[Record]:

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from pipelines.store.images import ImageStore
 from pipelines.store.records import QuarantineEntry, RawQuestion, Record
+from pipelines.ingest.sources import register_source
 from pipelines.ingest.spec import SourceSpec
 from pipelines.ingest.importers.common import (
     PLACEHOLDER_HASH,
@@ -90,6 +91,11 @@ def irregular_shards(location: str | Path) -> list[Path]:
     return [p for p in folder.glob("*.parquet") if not p.is_file() and not p.is_dir() and not p.name.startswith(".")]
 
 
+def watch_shards(spec: SourceSpec, exclude: Path) -> list[Path]:
+    return list(find_shards(spec.location))
+
+
+@register_source("stem-parquet", usage="stem-parquet:PATH", watch=watch_shards)
 def iter_stem_parquet_records(spec: SourceSpec, images: ImageStore) -> Iterator[Record]:
     shards = find_shards(spec.location)  # raises before iteration starts
     return _iter_shards(spec.text, _in_release_order(shards + irregular_shards(spec.location)), images)

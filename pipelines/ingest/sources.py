@@ -1,0 +1,138 @@
+"""The source kinds: the one place a kind of ``--source`` is declared.
+
+A kind is declared once, next to its reader, with ``@register_source``: how its spec is
+written (``usage``), whether it takes ``?mapping`` options, how its location is checked, which
+files change detection watches, and how its records are read. Every module of
+``pipelines/ingest/importers/`` is imported when the kinds are first needed, so adding a
+file source is one module there::
+
+    @register_source("csv", usage="csv:PATH", query=True, watch=watch_data_file)
+    def iter_csv_records(spec: SourceSpec, images: ImageStore) -> Iterator[Record]:
+        ...
+
+The web kinds (``demo`` and ``http://``) are crawled, then parsed by ``pipelines.ingest.stage``;
+they are declared here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import os
+import pkgutil
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterator
+
+if TYPE_CHECKING:
+    from pipelines.store.images import ImageStore
+    from pipelines.store.records import Record
+    from pipelines.ingest.spec import SourceSpec
+
+MAX_WATCHED_FILES = 200_000
+IMPORTERS_PACKAGE = "pipelines.ingest.importers"
+
+Reader = Callable[["SourceSpec", "ImageStore"], Iterator["Record"]]
+Watch = Callable[["SourceSpec", Path], "list[Path] | None"]
+
+
+class SourceLocationError(ValueError):
+    """A location a kind cannot use; the message completes ``source 'TEXT': ...``."""
+
+
+def existing_path(location: str) -> str:
+    """The default location check of a file kind: the path must exist; it is made absolute."""
+    path = Path(location).expanduser()
+    if not path.exists():
+        raise SourceLocationError(f"path {location} does not exist")
+    return str(path.resolve())
+
+
+def unwatched(spec: "SourceSpec", exclude: Path) -> None:
+    """Files unknown (a function's reads, a too-large folder): the source is read every build."""
+    return None
+
+
+@dataclass(frozen=True)
+class SourceKind:
+    name: str
+    usage: str  # as the user writes it, for messages: ``jsonl:PATH``
+    read: Reader | None  # None for the web kinds (crawled, then parsed by the ingest stage)
+    watch: Watch = unwatched  # (spec, data home to leave out) -> files, or None
+    location: Callable[[str], str] = existing_path
+    query: bool = False  # takes ``?key=value`` options after the location
+    web: bool = False
+    order: tuple[str, int] = ("", 0)  # (module, declaration): listing order whatever the import order
+
+
+_KINDS: dict[str, SourceKind] = {}
+_declared = itertools.count()
+_loaded = False
+
+
+def register_source(name: str, *, usage: str, watch: Watch = unwatched,
+                    location: Callable[[str], str] = existing_path, query: bool = False):
+    """Declare the file source kind ``name`` read by the decorated function."""
+
+    def decorate(read: Reader) -> Reader:
+        _add(SourceKind(name, usage, read, watch, location, query, order=(read.__module__, next(_declared))))
+        return read
+
+    return decorate
+
+
+def _add(kind: SourceKind) -> None:
+    existing = _KINDS.get(kind.name)
+    if existing is not None and existing.read is not None and kind.read is not None and (
+        (existing.read.__module__, existing.read.__qualname__) != (kind.read.__module__, kind.read.__qualname__)
+    ):
+        raise ValueError(f"source kind {kind.name!r} is registered twice")
+    _KINDS[kind.name] = kind
+
+
+_add(SourceKind("demo", "demo", None, web=True, order=("", next(_declared))))
+_add(SourceKind("http", "http://HOST:PORT/", None, web=True, order=("", next(_declared))))
+
+
+def source_kinds() -> dict[str, SourceKind]:
+    """Every registered kind by name (the importer modules are imported on the first call)."""
+    global _loaded
+    if not _loaded:
+        package = importlib.import_module(IMPORTERS_PACKAGE)
+        for module in sorted(m.name for m in pkgutil.iter_modules(package.__path__)):
+            importlib.import_module(f"{IMPORTERS_PACKAGE}.{module}")
+        _loaded = True
+    return dict(sorted(_KINDS.items(), key=lambda item: item[1].order))
+
+
+def source_kind(name: str) -> SourceKind | None:
+    return source_kinds().get(name)
+
+
+def expected_sources() -> str:
+    usages = [kind.usage for kind in source_kinds().values()]
+    return ", ".join(usages[:-1]) + " or " + usages[-1] if len(usages) > 1 else "".join(usages)
+
+
+def _is_regular_file(path: Path) -> bool:
+    """A regular file (through links): FIFOs, devices and dangling links are never read."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def walk_files(folder: Path, exclude: Path) -> list[Path] | None:
+    """The regular, non-hidden files under ``folder`` (``exclude`` and its content left out),
+    sorted; None when there are more than ``MAX_WATCHED_FILES``."""
+    found: list[Path] = []
+    for root, dirs, files in os.walk(folder):
+        root_path = Path(root)
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and (root_path / d).resolve() != exclude)
+        for name in sorted(files):
+            if not name.startswith(".") and _is_regular_file(root_path / name):
+                found.append(root_path / name)
+        if len(found) > MAX_WATCHED_FILES:
+            return None
+    return found
