@@ -292,14 +292,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--questions", type=int, default=3000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--home", help="an existing demo build with these --questions/--seed (default: build one)")
+    parser.add_argument("--home", help="a demo build with these --questions/--seed (built there if it has no warehouse; "
+                                       "default: a new temporary folder)")
     parser.add_argument("--corpora", action="store_true", help="also build and measure the real corpora (bench/corpus_quality.py)")
     args = parser.parse_args(argv)
     config = SiteConfig(seed=args.seed, questions=args.questions)
-    if args.home:
-        home = DataHome(Path(args.home).resolve())
-    else:
-        home = DataHome(Path(tempfile.mkdtemp(prefix="stemforge-quality-")))
+    home = DataHome(Path(args.home).resolve() if args.home else Path(tempfile.mkdtemp(prefix="stemforge-quality-")))
+    if not home.warehouse.exists():
         print(f"building the demo ({args.questions} questions) into {home.root} ... "
               f"{build(home, args.questions, args.seed):.0f} s")
     figures = measure(home, config)
