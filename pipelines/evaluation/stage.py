@@ -11,9 +11,7 @@ their settings (``pipelines/store/memo.py``).
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from pathlib import Path
 from typing import Callable
 
@@ -42,7 +40,7 @@ from pipelines.evaluation.predictions_import import import_predictions
 from pipelines.evaluation.reference_results import PAPER_PREFIX, reference_metrics
 from pipelines.evaluation.smartscore import SmartScoreRules
 from pipelines.settings import BuildSettings
-from pipelines.store.home import DataHome
+from pipelines.store.home import DataHome, stable_file_stem
 from pipelines.store.images import ImageStore
 from pipelines.store.lake import lake_files, write_table
 from pipelines.store.memo import memoized
@@ -70,8 +68,7 @@ ROTATIONS_SCHEMA = {
     "correct": pl.Boolean,
 }
 def model_file_stem(model: str) -> str:
-    readable = re.sub(r"[^a-zA-Z0-9]+", "-", model).strip("-").lower()[:40]
-    return f"{readable}-{hashlib.sha256(model.encode()).hexdigest()[:8]}"
+    return stable_file_stem(model)
 
 
 def load_questions(home: DataHome) -> pl.DataFrame:

@@ -10,11 +10,10 @@ path made absolute); the others' is the resolved path.
 
 from __future__ import annotations
 
-import hashlib
-import re
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit
 
+from pipelines.store.home import stable_file_stem
 from pipelines.ingest.sources import SourceLocationError, expected_sources, source_kind
 
 
@@ -32,9 +31,7 @@ class SourceSpec:
     @property
     def slug(self) -> str:
         """A file-system-safe, stable name for this source's folders and partitions."""
-        readable = re.sub(r"[^a-zA-Z0-9]+", "-", self.text).strip("-").lower()[:40]
-        digest = hashlib.sha256(self.text.encode()).hexdigest()[:8]
-        return f"{readable}-{digest}" if readable else digest
+        return stable_file_stem(self.text)
 
     @property
     def is_web(self) -> bool:

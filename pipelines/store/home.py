@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,3 +58,11 @@ def resolve_home(explicit: str | os.PathLike | None = None) -> DataHome:
     """``--home`` if given, else ``$STEMFORGE_HOME``, else ``./stemforge-data``."""
     value = explicit or os.environ.get(HOME_ENV) or DEFAULT_HOME
     return DataHome(Path(value).expanduser().resolve())
+
+
+def stable_file_stem(text: str) -> str:
+    """A file-system-safe name for ``text`` that stays the same in every build: its readable
+    part (at most 40 characters) and 8 hex digits of its sha256, so two texts never share one."""
+    readable = re.sub(r"[^a-zA-Z0-9]+", "-", text).strip("-").lower()[:40]
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return f"{readable}-{digest}" if readable else digest

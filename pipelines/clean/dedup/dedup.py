@@ -55,6 +55,8 @@ import numpy as np
 import polars as pl
 
 from pipelines.clean.dedup.image_index import band_layout, iter_pairs_within_groups
+from pipelines.store.lake import empty_frame
+from pipelines.store.records import QUARANTINE_SCHEMA
 from pipelines.clean.dedup.image_match import NO_HASH, ImageIndex, ImageMatcher, MatchRule
 from pipelines.clean.dedup.normalize import canonical_text, normalize_text
 
@@ -64,13 +66,6 @@ REASON_NEAR_CONFLICT = "near duplicate with a conflicting answer"
 _U64 = np.uint64
 _PAIR_CHUNK = 1 << 18  # candidate pairs generated and filtered at a time
 
-QUARANTINE_SCHEMA = {
-    "source": pl.String,
-    "source_key": pl.String,
-    "stage": pl.String,
-    "reason": pl.String,
-    "detail": pl.String,
-}
 REQUIRED_COLUMNS = (
     "source", "source_key", "problem", "problem_image", "choices", "choice_images", "answer_idx",
 )
@@ -352,7 +347,7 @@ def deduplicate(
     quarantine = (
         pl.concat(quarantine_parts, how="vertical")
         if quarantine_parts
-        else pl.DataFrame(schema=QUARANTINE_SCHEMA)
+        else empty_frame(QUARANTINE_SCHEMA)
     ).sort("source", "source_key", "reason")
     return DedupResult(kept=kept, duplicates=duplicates, quarantine=quarantine)
 
