@@ -15,7 +15,8 @@ answer" (scored as wrong). ``option_scores``, when given, has one number per opt
 
 Refused with ``PredictionsImportError`` naming the file and line: a malformed line, an
 unknown question id, an index out of range, a duplicate question id, a confidence outside
-[0, 1], option scores of the wrong length, a preds.txt of the wrong length.
+[0, 1], option scores of the wrong length, a preds.txt of the wrong length, a line that is
+not UTF-8.
 
 Result columns: model, question_id, prediction (Int64), confidence (Float64, null when not
 given), option_scores (List(Float64), null when not given), source_line (1-based line).
@@ -169,6 +170,19 @@ def _read_preds_txt(path: Path, test_ids: list[str]):
         )
 
 
+def _undecodable_line(path: Path) -> str:
+    """Where ``path`` stops being UTF-8, as 'line N: ...'. A newline byte is never inside a
+    UTF-8 sequence, so each line decodes on its own."""
+    line_number = 0
+    with path.open("rb") as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return f"line {line_number}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line)"
+    return f"line {max(line_number, 1)}: not UTF-8 text"
+
+
 def import_predictions(
     path: str | Path, model: str, questions: pl.DataFrame, order_by: str = "order"
 ) -> pl.DataFrame:
@@ -231,7 +245,7 @@ def import_predictions(
             out["option_scores"].append(scores)
             out["source_line"].append(line_number)
     except UnicodeDecodeError:
-        raise PredictionsImportError(f"{path.name}: not UTF-8 text") from None
+        raise PredictionsImportError(f"{path.name} {_undecodable_line(path)}") from None
     if not out["model"]:
         raise PredictionsImportError(f"{path.name} line 1: no predictions in the file")
     return pl.DataFrame(out, schema=RESULT_SCHEMA)

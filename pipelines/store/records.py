@@ -8,7 +8,8 @@ objects. Images are never carried inline: they live in the content-addressed
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Iterator, Union
 
 import polars as pl
@@ -110,8 +111,31 @@ class QuarantineEntry:
 Record = Union[RawQuestion, QuarantineEntry]
 
 
+# C0 controls except tab, LF and CR; DEL; C1 controls. NUL is not here: it quarantines.
+_STRAY_CONTROL_CHARACTERS = re.compile("[\x01-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def without_control_characters(q: RawQuestion) -> RawQuestion:
+    """``q`` with stray control characters (C0 other than tab, LF, CR and NUL; DEL; C1)
+    removed from its text and options. Every source lands through this and
+    ``validate_raw_question``: stray controls are stripped, a NUL quarantines the record."""
+    problem = _STRAY_CONTROL_CHARACTERS.sub("", q.problem) if q.problem else q.problem
+    choices = q.choices
+    if choices is not None:
+        choices = tuple(_STRAY_CONTROL_CHARACTERS.sub("", c) if isinstance(c, str) else c for c in choices)
+    if problem == q.problem and choices == q.choices:
+        return q
+    return replace(q, problem=problem, choices=choices)
+
+
 def validate_raw_question(q: RawQuestion) -> str | None:
     """Return why ``q`` is structurally unusable, or None when it is fine."""
+    if q.problem and "\x00" in q.problem:
+        return "NUL character in the question text"
+    if q.choices is not None:
+        for i, c in enumerate(q.choices):
+            if isinstance(c, str) and "\x00" in c:
+                return f"NUL character in option {i}"
     if not q.problem and q.problem_image is None:
         return "empty question: no text and no image"
     has_text = q.choices is not None

@@ -148,3 +148,23 @@ def test_other_refusals(tmp_path):
     (tmp_path / "bin.jsonl").write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(PredictionsImportError, match="not UTF-8"):
         import_predictions(tmp_path / "bin.jsonl", "m", QUESTIONS)
+
+
+@pytest.mark.parametrize(
+    "name, lines, line",
+    [
+        ("preds.jsonl", [json.dumps({"question_id": A, "prediction": 1}).encode(), b'{"question_id": "\xff\xfe", "prediction": 0}'], 2),
+        ("preds.jsonl", [b"\xef\xbb\xbf" + json.dumps({"question_id": A, "prediction": 1}).encode(), b"", b"\x80"], 3),
+        ("preds.csv", [b"question_id,prediction", f"{A},1".encode(), f"{C},0".encode(), b"\xc3(,0"], 4),
+        ("preds.csv", [b"question_id,predicti\xe9n", f"{A},1".encode()], 1),
+        ("preds.txt", [b"0", b"1\xff", b"2"], 2),
+        ("preds.txt", [b"0", b"1", "\u00e9".encode()[:1]], 3),  # cut inside a character at the end
+    ],
+)
+def test_non_utf8_files_are_refused_naming_the_line(tmp_path, name, lines, line):
+    path = tmp_path / name
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(PredictionsImportError) as info:
+        import_predictions(path, "m", QUESTIONS)
+    assert str(info.value).startswith(f"{name} line {line}: not UTF-8 text")
+    assert "\n" not in str(info.value)

@@ -26,6 +26,8 @@ from support.images import bomb_images, real_png
 
 MAX_BODY = 1024 * 1024
 HOSTILE_TEXT = "<script>alert(1)</script><img src=x onerror=alert(2)>"
+CONTROL_TEXT = "Bell\x07 esc\x1b del\x7f next-line\x85 kept\ttab?"
+CONTROL_OPTIONS = ("ye\x08s", "no\x9b")
 
 
 class Site:
@@ -144,6 +146,10 @@ def crawled(tmp_path_factory):
         question("/q/bad-bytes", b"<!DOCTYPE html><html>\xff\xfe\x00<div class='question-area'>", ("parse", "ixl page"))
         question("/q/many-options", ixl_page("Many?", "/img/good.png", options=[f"o{i}" for i in range(10_000)]),
                  ("ingest", "10000 options"))
+        question("/q/control-chars", ixl_page(CONTROL_TEXT, "/img/good.png", options=CONTROL_OPTIONS), None)
+        question("/q/nul-text", ixl_page("Nul\x00?", "/img/good.png"), ("ingest", "NUL character in the question text"))
+        question("/q/nul-option", ixl_page("Nul?", "/img/good.png", options=("yes", "n\x00o")),
+                 ("ingest", "NUL character in option 1"))
         links = "".join(f'<a href="{path}">{i}</a>' for i, path in enumerate(sorted(expected)))
         routes["/"] = (200, HTML, html(links))
         site.routes = routes
@@ -178,7 +184,7 @@ def test_every_hostile_page_is_quarantined_with_its_reason(crawled):
         said = f"{rows[0]['reason']}: {rows[0]['detail'] or ''}"
         assert fragment.lower() in said.lower(), (path, said)
         assert "\n" not in rows[0]["reason"]
-    assert set(crawled["questions"]["source_key"]) == {base + "q/good", base + "q/markup"}
+    assert set(crawled["questions"]["source_key"]) == {base + "q/good", base + "q/markup", base + "q/control-chars"}
 
 
 def test_quarantine_reasons_are_stable_categories_with_specifics_in_detail(crawled):
@@ -205,6 +211,13 @@ def test_hosts_off_the_allow_list_are_never_contacted(crawled):
 def test_markup_in_question_text_is_kept_verbatim(crawled):
     row = crawled["questions"].filter(pl.col("source_key").str.ends_with("q/markup")).row(0, named=True)
     assert row["problem"] == HOSTILE_TEXT
+
+
+def test_control_characters_in_a_page_are_stripped_and_a_nul_quarantines(crawled):
+    row = crawled["questions"].filter(pl.col("source_key").str.ends_with("q/control-chars")).row(0, named=True)
+    assert row["problem"] == "Bell esc del next-line kept\ttab?"
+    assert row["choices"] == ["yes", "no"]
+    assert not crawled["questions"].filter(pl.col("problem").str.contains("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")).height
 
 
 def test_crawler_refuses_huge_bodies_without_storing_them(crawled):

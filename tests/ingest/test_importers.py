@@ -544,6 +544,20 @@ def test_jsonl_bad_lines_are_quarantined_with_reasons(tmp_path, images):
     assert not images.has(sha(png("black")))
 
 
+def test_jsonl_escaped_nul_is_quarantined_at_import(tmp_path, images):
+    base = {"question": "Q?", "options": ["1", "2", "3"], "answer": "A", "subject": "math", "skill": "s"}
+    path = write_jsonl(tmp_path / "nul.jsonl", [
+        {**base, "question": "Q\u0000?"},
+        {**base, "options": ["1", "2\u0000", "3"]},
+        base,
+    ])
+    assert "\\u0000" in path.read_text()
+    questions, quarantined = split_records(iter_import_records(parse_source_spec(f"jsonl:{path}"), images))
+    assert [q.source_key for q in questions] == ["nul.jsonl#2"]
+    assert {q.source_key: q.reason for q in quarantined} == {
+        "nul.jsonl#0": "NUL character in the question text", "nul.jsonl#1": "NUL character in option 1"}
+
+
 def test_jsonl_unresolvable_image_paths_and_store_failure(tmp_path, images):
     (tmp_path / "loop.png").symlink_to(tmp_path / "loop.png")
     base = {"question": "Q?", "options": ["x", "y"], "answer": 0, "subject": "science", "skill": "s"}
