@@ -233,7 +233,8 @@ def _lines(
     axes.set_ylabel(ylabel)
     axes.set_xlabel(xlabel)
     axes.set_ylim(0, 100)
-    axes.legend(fontsize=7, ncol=3, loc="upper left", bbox_to_anchor=(0, -0.22), frameon=False)
+    # beside the axes: below them it would overlap rotated tick labels and the axis label
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     axes.grid(color="#dddddd", linewidth=0.5)
     return figures.render(figure, caption)
 

@@ -75,7 +75,7 @@ def _profiles(home: DataHome) -> dict:
     scored = scored_frame(home)
     relation = None
     if scored.height:
-        models = model_profiles(scored.select("model", "question_id", "split", "correct"), tags)
+        models = model_profiles(scored.select("model", "question_id", "subject", "split", "correct"), tags)
         parts.append(models)
         relation = frequency_accuracy_relation(parts[0], models)
     profiles = pl.concat(parts, how="diagonal_relaxed")

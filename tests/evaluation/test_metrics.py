@@ -109,8 +109,8 @@ def test_breakdowns_by_grade_skill_options_length_and_question_type():
     metrics = compute_metrics(make_scored(rows))
     assert pick(metrics, "accuracy", "question_type", "which")["value"] == pytest.approx(50.0)
     assert pick(metrics, "accuracy", "question_type", "what")["n"] == 1
-    assert pick(metrics, "accuracy", "length_bucket", "0-10")["n"] == 3
-    assert pick(metrics, "accuracy", "length_bucket", "31-40")["n"] == 1
+    assert pick(metrics, "accuracy", "length_bucket", "0-5")["n"] == 3
+    assert pick(metrics, "accuracy", "length_bucket", "21-40")["n"] == 1
     assert pick(metrics, "accuracy", "num_choices", "2")["value"] == pytest.approx(50.0)
     assert pick(metrics, "accuracy", "grade", "(none)")["n"] == 1
     assert pick(metrics, "accuracy", "skill", "grade-3/add")["n"] == 3

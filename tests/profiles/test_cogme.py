@@ -413,6 +413,41 @@ def test_weighted_achievement_hand_computed(small_case, stem):
         model_profiles(pl.concat([scored, scored]), tags, stem)
 
 
+def test_model_profiles_per_subject(small_case, stem):
+    questions, tags, scored = small_case
+    scored = scored.join(questions.select("question_id", "subject"), on="question_id")
+    prof = model_profiles(scored, tags, stem)
+    assert set(prof["scope"]) == {"all", "subject=math", "subject=science", "split=test"}
+    m_math = prof.filter((pl.col("profile_of") == "m") & (pl.col("scope") == "subject=math"))
+    # math: q1 (Reasoning 3, correct) and q3 (Grasping 2, wrong)
+    overall = _value(m_math, component="OVERALL", measure="weighted_achievement")
+    assert overall["value"] == pytest.approx(60.0) and overall["n"] == 2 and overall["total"] == 2
+    assert _value(m_math, sub_component="Object", measure="accuracy")["value"] == pytest.approx(100.0)
+    m_science = prof.filter((pl.col("profile_of") == "m") & (pl.col("scope") == "subject=science"))
+    assert _value(m_science, component="OVERALL", measure="accuracy")["value"] == pytest.approx(0.0)
+    n_science = prof.filter((pl.col("profile_of") == "n") & (pl.col("scope") == "subject=science"))
+    assert _value(n_science, sub_component="Identity", measure="weighted_achievement")["value"] == pytest.approx(100.0)
+    html = render_profiles_html(pl.concat([dataset_profile(questions, tags, stem), prof]))
+    by_scope = re.search(r'<table class="cogme-models-by-scope">.*?</table>', html, flags=re.S).group(0)
+    assert "<th>subject=math</th>" in by_scope and "<td>60.0 (n=2)</td>" in by_scope
+
+
+def test_profile_stage_publishes_model_profiles_per_subject(small_case, stem, tmp_path, monkeypatch):
+    from pipelines.profiles import stage as profiling
+    from pipelines.store.home import DataHome
+    from pipelines.store.lake import write_table
+
+    questions, tags, scored = small_case
+    home = DataHome(tmp_path / "home")
+    write_table(tags, home.lake_path("question_tags"))
+    write_table(questions, home.lake_path("questions"))
+    # scored_frame joins the predictions with the question attributes, the subject among them
+    monkeypatch.setattr(profiling, "scored_frame", lambda _: scored.join(questions.select("question_id", "subject"), on="question_id"))
+    profiles, _ = profiling.profile_stage(home)
+    model_scopes = set(profiles.filter(pl.col("profile_of") != "dataset")["scope"])
+    assert model_scopes == {"all", "subject=math", "subject=science", "split=test"}
+
+
 def test_dataset_profile_frequencies_per_scope(small_case, stem):
     questions, tags, _ = small_case
     prof = dataset_profile(questions, tags, stem)
@@ -468,11 +503,13 @@ def test_html_fragment_escapes_and_draws_one_polygon_per_model(small_case, stem)
     assert 'class="cogme-bar"' in html and "cogme-models" in html and "cogme-relation" in html
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", html)  # self-contained
     assert render_profiles_html(profiles) == html  # deterministic
-    # points are finite numbers inside the drawing
-    for pts in re.findall(r'points="([^"]+)"', html):
-        for pair in pts.split():
-            x, y = map(float, pair.split(","))
-            assert math.isfinite(x) and math.isfinite(y) and 0 <= x <= 480 and 0 <= y <= 360
+    # points are finite numbers inside the drawing (the SVG's view box)
+    for svg in radars:
+        left, top, width, height = map(float, re.search(r'viewBox="([^"]+)"', svg).group(1).split())
+        for pts in re.findall(r'points="([^"]+)"', svg):
+            for pair in pts.split():
+                x, y = map(float, pair.split(","))
+                assert math.isfinite(x) and math.isfinite(y) and left <= x <= left + width and top <= y <= top + height
 
 
 def test_html_without_models_still_renders_the_dataset(small_case, stem):

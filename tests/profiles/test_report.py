@@ -254,3 +254,92 @@ def test_plots_are_drawn_in_headless_chromium(report_inputs, tmp_path):
     empty = write_report(tmp_path / "empty.html", run_info={"title": "empty"})
     control = screenshot(empty, tmp_path, "empty")
     assert color_mask(control, MODEL_COLORS[0]).sum() == 0
+
+
+LABEL_EXTENT_SCRIPT = """<script>
+(() => {
+  const clipped = [];
+  let labels = 0;
+  for (const svg of document.querySelectorAll("svg")) {
+    const box = svg.getBoundingClientRect();
+    for (const label of svg.querySelectorAll('text, g[id*="-text_"]')) {
+      const r = label.getBoundingClientRect();
+      if (r.width === 0 && r.height === 0) continue;
+      labels += 1;
+      if (r.left < box.left - 0.5 || r.right > box.right + 0.5 || r.top < box.top - 0.5 || r.bottom > box.bottom + 0.5)
+        clipped.push((label.textContent || label.id).trim().slice(0, 60));
+    }
+  }
+  const out = document.createElement("pre");
+  out.id = "label-extents";
+  out.textContent = JSON.stringify({svgs: document.querySelectorAll("svg").length, labels, clipped});
+  document.body.appendChild(out);
+})();
+</script>"""
+
+
+def labels_outside_their_plot(html_path: Path, tmp_path: Path) -> dict:
+    """Lays the page out in headless Chromium and lists every SVG text (our own ``<text>`` and
+    matplotlib's glyph groups) whose box leaves its SVG's box: an inline SVG clips it there."""
+    import html as html_lib
+    import json
+
+    probe = tmp_path / f"probe-{html_path.name}"
+    probe.write_text(html_path.read_text(encoding="utf-8").replace("</body>", LABEL_EXTENT_SCRIPT + "</body>"), encoding="utf-8")
+    profile = tmp_path / f"profile-probe-{html_path.stem}"
+    profile.mkdir()
+    done = subprocess.run(
+        [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}", "--window-size=1200,3000",
+         "--dump-dom", probe.resolve().as_uri()],
+        check=True, capture_output=True, text=True, timeout=120,
+    )
+    found = re.search(r'<pre id="label-extents">(.*?)</pre>', done.stdout, re.S)
+    assert found, done.stdout[-500:]
+    return json.loads(html_lib.unescape(found.group(1)))
+
+
+def full_profiles() -> pl.DataFrame:
+    """Every sub-component of the stem taxonomy, with the widest value labels (100.0%, 5-digit n)."""
+    from pipelines.profiles.cogme.taxonomy import load_taxonomy
+
+    stem = load_taxonomy("stem")
+    rows = []
+    for component in ("TARGET", "CONTENT", "THINKING"):
+        for sub in stem.sub_components(component):
+            rows.append({"profile_of": "dataset", "measure": "frequency", "scope": "all", "component": component,
+                         "sub_component": sub, "value": 100.0, "n": 12345, "total": 12345})
+            for model, value in (("random", 25.0), (EVIL_MODEL, 100.0)):
+                rows.append({"profile_of": model, "measure": "weighted_achievement", "scope": "all",
+                             "component": component, "sub_component": sub, "value": value, "n": 12345, "total": 12345})
+    return pl.DataFrame(rows)
+
+
+def test_no_plot_label_is_clipped_in_chromium(report_inputs, tmp_path):
+    path = write_report(tmp_path / "labels.html", **{**report_inputs, "profiles": full_profiles()})
+    extents = labels_outside_their_plot(path, tmp_path)
+    # every matplotlib plot, 3 radars and 3 dataset-profile bar charts were measured
+    assert extents["svgs"] >= 12 and extents["labels"] > 150
+    assert extents["clipped"] == []
+    # control: a label placed past the right edge of its SVG is reported
+    control = tmp_path / "control.html"
+    control.write_text('<html><body><svg width="100" height="20"><text x="60" y="14" font-size="11">clipped label</text>'
+                       "</svg></body></html>", encoding="utf-8")
+    assert labels_outside_their_plot(control, tmp_path)["clipped"] == ["clipped label"]
+
+
+def test_radars_have_no_blank_margin(tmp_path):
+    from pipelines.profiles.cogme.report_section import render_profiles_html
+
+    page = tmp_path / "radars.html"
+    page.write_text(f"<html><body>{render_profiles_html(full_profiles())}</body></html>", encoding="utf-8")
+    boxes = [
+        tuple(float(v) for v in re.search(r'viewBox="([^"]+)"', svg).group(1).split())
+        for svg in re.findall(r'<svg class="cogme-radar"[^>]*>', page.read_text(encoding="utf-8"))
+    ]
+    assert len(boxes) == 3
+    # rings of radius 120: the THINKING triangle spans 120 above the centre and 60 below it, so its box,
+    # labels included, is far less tall than the 360 px box every radar used to get
+    _, top, _, height = boxes[2]
+    assert top < -120 and top + height < 60 + 40 and height < 240
+    assert labels_outside_their_plot(page, tmp_path)["clipped"] == []

@@ -4,7 +4,7 @@
 profiles together, with ``measure`` and ``scope``) and returns HTML with:
 radar plots per component (one polygon per model, weighted achievement rate, paper Fig. 3),
 dataset-profile bars (frequency, paper Fig. 4) and a per-scope frequency table, the models
-side by side, and the frequency/accuracy relation. All text is HTML-escaped, no external
+side by side (scope all, then overall per subject and split), and the frequency/accuracy relation. All text is HTML-escaped, no external
 resources are referenced, and the output depends only on the input rows.
 """
 
@@ -21,15 +21,17 @@ from pipelines.profiles.cogme.profiles import frequency_accuracy_relation
 
 COMPONENT_ORDER = ("TARGET", "CONTENT", "THINKING")
 # Colour-blind-friendly palette (Okabe-Ito), assigned to models in sorted order.
-RADAR_WIDTH = 480
-RADAR_HEIGHT = 360
 RADAR_RADIUS = 120
+RADAR_LABEL_FONT = 11
+# Average glyph advance of a sans-serif font is about 0.55 em; 0.62 leaves room for wide glyphs.
+TEXT_WIDTH_PER_FONT_SIZE = 0.62
 
 
 _STYLE = (
     "<style>.cogme-profiles table{border-collapse:collapse;font-size:12px;margin:8px 0}"
     ".cogme-profiles th,.cogme-profiles td{border:1px solid #ddd;padding:2px 6px;text-align:right}"
     ".cogme-profiles td:nth-child(-n+2),.cogme-profiles th:nth-child(-n+2){text-align:left}"
+    ".cogme-profiles .cogme-relation td:nth-child(6){text-align:left}"
     ".cogme-profiles figure{margin:4px}.cogme-profiles figcaption{font-weight:bold}</style>"
 )
 
@@ -53,63 +55,88 @@ def _sub_components(profiles: pl.DataFrame, component: str) -> list[str]:
     return seen
 
 
+def text_width(text: str, font_size: float) -> float:
+    """A generous estimate of the rendered width of ``text`` (sans-serif), so a box sized by it never clips."""
+    return len(text) * font_size * TEXT_WIDTH_PER_FONT_SIZE
+
+
 def _radar_svg(component: str, axes: list[str], series: list[tuple[str, str, list[float | None]]]) -> str:
-    cx, cy = RADAR_WIDTH / 2, RADAR_HEIGHT / 2
+    """The radar, its SVG box fitted to the rings and the axis labels (no clipped label, no empty margin)."""
     n = len(axes)
-    parts = [
-        f'<svg class="cogme-radar" role="img" xmlns="http://www.w3.org/2000/svg" width="{RADAR_WIDTH}" '
-        f'height="{RADAR_HEIGHT}" viewBox="0 0 {RADAR_WIDTH} {RADAR_HEIGHT}">',
-        f"<title>{escape(component)}: weighted achievement rate (%) per sub-component</title>",
-    ]
 
     def point(i: int, radius: float) -> tuple[float, float]:
         angle = -math.pi / 2 + 2 * math.pi * i / n
-        return cx + radius * math.cos(angle), cy + radius * math.sin(angle)
+        return radius * math.cos(angle), radius * math.sin(angle)
 
+    body = []
     for level in (20, 40, 60, 80, 100):
         ring = [point(i, RADAR_RADIUS * level / 100) for i in range(n)]
         d = "M" + " L".join(f"{_coord(x)} {_coord(y)}" for x, y in ring) + " Z"
-        parts.append(f'<path class="cogme-grid" d="{d}" fill="none" stroke="#ccc" stroke-width="1"/>')
+        body.append(f'<path class="cogme-grid" d="{d}" fill="none" stroke="#ccc" stroke-width="1"/>')
+    xs = [x for i in range(n) for x in (point(i, RADAR_RADIUS)[0],)]
+    ys = [y for i in range(n) for y in (point(i, RADAR_RADIUS)[1],)]
     for i, axis in enumerate(axes):
         x, y = point(i, RADAR_RADIUS)
-        parts.append(
-            f'<line class="cogme-axis" x1="{_coord(cx)}" y1="{_coord(cy)}" x2="{_coord(x)}" y2="{_coord(y)}" '
-            'stroke="#bbb" stroke-width="1"/>'
+        body.append(
+            f'<line class="cogme-axis" x1="0" y1="0" x2="{_coord(x)}" y2="{_coord(y)}" stroke="#bbb" stroke-width="1"/>'
         )
         lx, ly = point(i, RADAR_RADIUS + 18)
-        anchor = "middle" if abs(lx - cx) < 1 else ("start" if lx > cx else "end")
-        parts.append(
-            f'<text x="{_coord(lx)}" y="{_coord(ly + 4)}" text-anchor="{anchor}" font-size="11">{escape(axis)}</text>'
+        anchor = "middle" if abs(lx) < 1 else ("start" if lx > 0 else "end")
+        width = text_width(axis, RADAR_LABEL_FONT)
+        left = {"middle": lx - width / 2, "start": lx, "end": lx - width}[anchor]
+        xs += [left, left + width]
+        ys += [ly + 4 - RADAR_LABEL_FONT, ly + 4 + RADAR_LABEL_FONT * 0.3]
+        body.append(
+            f'<text class="cogme-label" x="{_coord(lx)}" y="{_coord(ly + 4)}" text-anchor="{anchor}" '
+            f'font-size="{RADAR_LABEL_FONT}">{escape(axis)}</text>'
         )
-    parts.append(f'<text x="{_coord(cx + 3)}" y="{_coord(cy - RADAR_RADIUS - 2)}" font-size="9" fill="#888">100</text>')
+    body.append(f'<text x="3" y="{_coord(-RADAR_RADIUS - 2)}" font-size="9" fill="#888">100</text>')
     for model, colour, values in series:
         pts = [point(i, RADAR_RADIUS * max(0.0, min(100.0, v or 0.0)) / 100) for i, v in enumerate(values)]
         attr = " ".join(f"{_coord(x)},{_coord(y)}" for x, y in pts)
-        parts.append(
+        body.append(
             f'<polygon class="cogme-model" data-model="{escape(model)}" points="{attr}" fill="{colour}" '
             f'fill-opacity="0.18" stroke="{colour}" stroke-width="2"><title>{escape(model)}</title></polygon>'
         )
-    parts.append("</svg>")
-    return "".join(parts)
+    pad = 6
+    left, top = min(xs) - pad, min(ys) - pad
+    width, height = max(xs) + pad - left, max(ys) + pad - top
+    return "".join([
+        f'<svg class="cogme-radar" role="img" xmlns="http://www.w3.org/2000/svg" width="{_coord(width)}" '
+        f'height="{_coord(height)}" viewBox="{_coord(left)} {_coord(top)} {_coord(width)} {_coord(height)}">',
+        f"<title>{escape(component)}: weighted achievement rate (%) per sub-component</title>",
+        *body,
+        "</svg>",
+    ])
 
 
-def _bars_svg(component: str, rows: list[tuple[str, float | None, int]]) -> str:
-    width, label_w, bar_w, row_h = 520, 170, 280, 20
+BAR_LABEL_FONT = 11
+
+
+def _bars_svg(component: str, rows: list[tuple[str, float | None, int]], labels: list[str]) -> str:
+    """Horizontal bars; the label column is as wide as the longest of ``labels`` (the same for every
+    component, so the bars line up), the value column as wide as its longest text."""
+    bar_w, row_h, label_font, value_font, gap = 280, 20, BAR_LABEL_FONT, 10, 6
+    value_texts = [f"{_fmt(value)}% (n={n})" for _, value, n in rows]
+    label_w = max(text_width(label, label_font) for label in [*labels, *(sub for sub, _, _ in rows)]) + 2 * gap
+    width = label_w + bar_w + gap + max(text_width(t, value_font) for t in value_texts) + gap
     height = row_h * len(rows) + 10
     top = max([v or 0.0 for _, v, _ in rows] + [1.0])
     parts = [
-        f'<svg class="cogme-bars" role="img" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}">',
+        f'<svg class="cogme-bars" role="img" xmlns="http://www.w3.org/2000/svg" width="{_coord(width)}" '
+        f'height="{height}" viewBox="0 0 {_coord(width)} {height}">',
         f"<title>{escape(component)}: share of questions tagged (%)</title>",
     ]
-    for i, (sub, value, n) in enumerate(rows):
+    for i, ((sub, value, n), value_text) in enumerate(zip(rows, value_texts)):
         y = 5 + i * row_h
         length = bar_w * (value or 0.0) / top
         parts.append(
-            f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end" font-size="11">{escape(sub)}</text>'
-            f'<rect class="cogme-bar" x="{label_w}" y="{y + 3}" width="{_coord(length)}" height="{row_h - 6}" '
+            f'<text class="cogme-label" x="{_coord(label_w - gap)}" y="{y + 14}" text-anchor="end" '
+            f'font-size="{label_font}">{escape(sub)}</text>'
+            f'<rect class="cogme-bar" x="{_coord(label_w)}" y="{y + 3}" width="{_coord(length)}" height="{row_h - 6}" '
             f'fill="#0072B2"><title>{escape(sub)}: {_fmt(value)}% (n={n})</title></rect>'
-            f'<text x="{_coord(label_w + length + 4)}" y="{y + 14}" font-size="10">{_fmt(value)}% (n={n})</text>'
+            f'<text class="cogme-label" x="{_coord(label_w + length + gap)}" y="{y + 14}" '
+            f'font-size="{value_font}">{value_text}</text>'
         )
     parts.append("</svg>")
     return "".join(parts)
@@ -159,7 +186,13 @@ def render_profiles_html(profiles: pl.DataFrame, heading: bool = False, colors: 
     out.append('<div class="cogme-radars" style="display:flex;flex-wrap:wrap;gap:12px">')
     for component in COMPONENT_ORDER:
         axes = _sub_components(profiles, component)
-        if len(axes) < 3 or not model_names:
+        if not model_names:
+            continue
+        if len(axes) < 3:
+            out.append(
+                f'<p class="note absent">No {escape(component)} radar: a radar needs 3 sub-components, '
+                f"the profiles have {len(axes)}.</p>"
+            )
             continue
         series = []
         for model in model_names:
@@ -180,6 +213,7 @@ def render_profiles_html(profiles: pl.DataFrame, heading: bool = False, colors: 
         if total is not None:
             out.append(f"<p>{int(total)} questions.</p>")
         out.append('<div class="cogme-dataset-bars">')
+        labels = freq_all["sub_component"].to_list()
         for component in COMPONENT_ORDER:
             rows = [
                 (sub, value, int(n or 0))
@@ -188,7 +222,7 @@ def render_profiles_html(profiles: pl.DataFrame, heading: bool = False, colors: 
                 .iter_rows()
             ]
             if rows:
-                out.append(f"<figure><figcaption>{escape(component)}</figcaption>{_bars_svg(component, rows)}</figure>")
+                out.append(f"<figure><figcaption>{escape(component)}</figcaption>{_bars_svg(component, rows, labels)}</figure>")
         out.append("</div>")
         scopes = [s for s in dict.fromkeys(dataset["scope"].to_list())]
         table = ['<table class="cogme-frequency"><thead><tr><th>component</th><th>sub-component</th>']
@@ -207,7 +241,7 @@ def render_profiles_html(profiles: pl.DataFrame, heading: bool = False, colors: 
         table.append("</tbody></table>")
         out.append("".join(table))
     else:
-        out.append("<p>No dataset profile.</p>")
+        out.append('<p class="note absent">No dataset profile: the profiles have no frequency rows for scope all.</p>')
 
     # Models side by side.
     if model_names:
@@ -235,6 +269,27 @@ def render_profiles_html(profiles: pl.DataFrame, heading: bool = False, colors: 
                 table.append(f"<tr><td>{escape(component)}</td><td>{escape(sub)}</td>{''.join(cells)}</tr>")
         table.append("</tbody></table>")
         out.append("".join(table))
+
+        scoped = models.filter((pl.col("component") == "OVERALL") & (pl.col("scope") != "all"))
+        model_scopes = list(dict.fromkeys(scoped["scope"].to_list()))
+        if model_scopes:
+            out.append("<h3>Models per subject and split (all sub-components)</h3>")
+            cells = {
+                (m, sc, meas): (v, n)
+                for m, sc, meas, v, n in scoped.select("profile_of", "scope", "measure", "value", "n").iter_rows()
+            }
+            table = ['<table class="cogme-models-by-scope"><thead><tr><th>model</th><th>measure</th>']
+            table += [f"<th>{escape(sc)}</th>" for sc in model_scopes]
+            table.append("</tr></thead><tbody>")
+            for m in model_names:
+                for meas, label in (("weighted_achievement", "weighted %"), ("accuracy", "accuracy %")):
+                    row = "".join(
+                        f"<td>{_fmt(cells.get((m, sc, meas), (None, 0))[0])} (n={int(cells.get((m, sc, meas), (None, 0))[1] or 0)})</td>"
+                        for sc in model_scopes
+                    )
+                    table.append(f"<tr><td>{escape(m)}</td><td>{label}</td>{row}</tr>")
+            table.append("</tbody></table>")
+            out.append("".join(table))
 
         # Frequency / accuracy relation.
         if freq_all.height:
