@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 import unicodedata
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -27,6 +26,7 @@ from pipelines.clean.dedup import (
 )
 from pipelines.clean.dedup.phash import PhashError, hashes_of_pixels, phash_image, phash_many
 from pipelines.store.records import RAW_QUESTION_SCHEMA
+from support.corpora import SCEMQA_JSON
 
 
 # ---- normalization -------------------------------------------------------------------
@@ -774,7 +774,7 @@ def test_families_join_a_shared_figure_and_stem_whatever_the_options():
         figure_families(kept.reverse(), index).sort("question_id").select("question_id", "duplicate_group"))
 
 
-SCEMQA = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora" / "scemqa" / "Multiple_Choice" / "multiple_choice.json"
+SCEMQA = SCEMQA_JSON
 
 
 def test_canonical_text_on_a_real_corpus():

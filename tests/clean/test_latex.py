@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -27,6 +26,7 @@ from pipelines.clean.latex.convert import (
     latex_to_text,
     validate_formula,
 )
+from support.corpora import CORPORA
 
 # input -> expected output; formulas in \( \), everything else byte-identical
 CASES = [
@@ -396,7 +396,7 @@ def test_tex_math_survives_conversion_and_conversion_is_idempotent(text):
 
 def _corpus_texts() -> dict[str, list[str]]:
     """Every question text of SceMQA and GAOKAO-MM (the options are inside the question text)."""
-    corpora = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora"
+    corpora = CORPORA
     scemqa = json.loads((corpora / "scemqa" / "Multiple_Choice" / "multiple_choice.json").read_text(encoding="utf-8"))
     gaokao = [json.loads(path.read_text(encoding="utf-8"))
               for path in sorted((corpora / "gaokao-mm" / "Data").glob("*.json"))]

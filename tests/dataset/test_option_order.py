@@ -25,8 +25,8 @@ from pipelines.dataset.shuffle import (
     option_permutation,
     shuffle_options,
 )
+from support.corpora import CORPORA
 
-CORPORA = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora"
 
 
 @pytest.mark.parametrize(

@@ -16,9 +16,9 @@ import duckdb
 import pytest
 
 from pipelines.store.home import DataHome
+from support.corpora import CORPORA
 
 ROOT = Path(__file__).resolve().parents[2]
-CORPORA = ROOT / ".." / "shared" / "corpora"
 SCEMQA = CORPORA / "scemqa" / "Multiple_Choice"
 GAOKAO = CORPORA / "gaokao-mm" / "Data"
 

@@ -29,9 +29,9 @@ from pipelines.ingest.importers.rows import MAPPED_FIELD_UNUSED
 from pipelines.ingest.importers.text_options import split_options, strip_placeholders
 from pipelines.ingest.spec import SourceSpecError, parse_source_spec
 from pipelines.store.warehouse import run_query
+from support.corpora import CORPORA
 
 ROOT = Path(__file__).resolve().parents[2]
-CORPORA = ROOT / ".." / "shared" / "corpora"
 SCEMQA = CORPORA / "scemqa" / "Multiple_Choice"
 GAOKAO = CORPORA / "gaokao-mm" / "Data"
 SOURCES_MODULE = Path(__file__).resolve().parents[1] / "corpus_sources.py"
