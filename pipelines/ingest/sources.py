@@ -16,10 +16,8 @@ they are declared here.
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import os
-import pkgutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +27,8 @@ if TYPE_CHECKING:
     from pipelines.store.images import ImageStore
     from pipelines.store.records import Record
     from pipelines.ingest.spec import SourceSpec
+
+from pipelines.plugins import import_package_modules
 
 MAX_WATCHED_FILES = 200_000
 IMPORTERS_PACKAGE = "pipelines.ingest.importers"
@@ -99,9 +99,7 @@ def source_kinds() -> dict[str, SourceKind]:
     """Every registered kind by name (the importer modules are imported on the first call)."""
     global _loaded
     if not _loaded:
-        package = importlib.import_module(IMPORTERS_PACKAGE)
-        for module in sorted(m.name for m in pkgutil.iter_modules(package.__path__)):
-            importlib.import_module(f"{IMPORTERS_PACKAGE}.{module}")
+        import_package_modules(IMPORTERS_PACKAGE)
         _loaded = True
     return dict(sorted(_KINDS.items(), key=lambda item: item[1].order))
 

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageDraw
 
+from pipelines.dataset.export import STEM_SCHEMA
 from pipelines.store.images import ImageStore
 from pipelines.store.records import RAW_QUESTION_SCHEMA, QuarantineEntry, RawQuestion
 from pipelines.ingest.importers import (
@@ -70,20 +71,6 @@ def by_key(records):
 
 # ---------------------------------------------------------------- stem-parquet
 
-STEM_SCHEMA = pa.schema(
-    [
-        ("subject", pa.string()),
-        ("grade", pa.string()),
-        ("skill", pa.string()),
-        ("pic_choice", pa.bool_()),
-        ("pic_prob", pa.bool_()),
-        ("problem", pa.string()),
-        ("problem_pic", pa.binary()),
-        ("choices", pa.list_(pa.string())),
-        ("choices_pic", pa.list_(pa.binary())),
-        ("answer_idx", pa.int64()),
-    ]
-)
 
 
 def stem_row(**overrides):

@@ -31,13 +31,12 @@ cache_dir, api_key_env). An unknown adapter or parameter, or a bad value, raises
 from __future__ import annotations
 
 import hashlib
-import importlib
-import pkgutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 from urllib.parse import parse_qsl
 
+from pipelines.plugins import import_package_modules
 from pipelines.evaluation.models.base import MultipleChoiceModel
 
 MODELS_PACKAGE = "pipelines.evaluation.models"
@@ -115,9 +114,7 @@ def models() -> dict[str, ModelEntry]:
     """Every registered model by name; the adapter modules are imported on the first call."""
     global _loaded
     if not _loaded:
-        package = importlib.import_module(MODELS_PACKAGE)
-        for module in sorted(m.name for m in pkgutil.iter_modules(package.__path__)):
-            importlib.import_module(f"{MODELS_PACKAGE}.{module}")
+        import_package_modules(MODELS_PACKAGE)
         _loaded = True
     return dict(sorted(_MODELS.items(), key=lambda item: item[1].order))
 
