@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Mapping
 
 import numpy as np
@@ -76,8 +76,9 @@ class DedupInputError(ValueError):
 
 
 @dataclass(frozen=True)
-class DedupConfig:
-    """Thresholds of image near-equality (see ``image_match``) and the hashing seed.
+class DedupConfig(MatchRule):
+    """Thresholds of image near-equality (the fields of ``image_match.MatchRule``), of candidate
+    generation and the hashing seed.
 
     image_hamming / thumbnail_tolerance: same layout (re-encoded, resized): page hashes within
       this many bits and grey 16x16 page thumbnails within this mean difference (measured on
@@ -99,14 +100,6 @@ class DedupConfig:
     taken. Re-encoded and resized copies are all found.
     """
 
-    image_hamming: int = 4
-    thumbnail_tolerance: float = 3.0
-    rescan_hamming: int = 12
-    rescan_tolerance: float = 8.0
-    content_hamming: int = 4
-    content_tolerance: float = 3.5
-    box_tolerance: int = 50
-    colour_tolerance: float = 1.0
     small_block: int = 64
     large_block_hamming: int = 6
     seed: int = 1
@@ -121,8 +114,7 @@ class DedupConfig:
 
     @property
     def rule(self) -> MatchRule:
-        return MatchRule(self.image_hamming, self.thumbnail_tolerance, self.rescan_hamming, self.rescan_tolerance,
-                         self.content_hamming, self.content_tolerance, self.box_tolerance, self.colour_tolerance)
+        return MatchRule(**{f.name: getattr(self, f.name) for f in fields(MatchRule)})
 
 
 @dataclass
