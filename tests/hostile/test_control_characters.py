@@ -9,15 +9,14 @@ lands, so a ``jsonl:`` file and a crawled page (tests/hostile/test_hostile_site.
 from __future__ import annotations
 
 import json
-import os
 import re
 
 import polars as pl
 import pytest
 
+from support.builds import home_instance
 from pipelines.ingest.stage import land_source
 from pipelines.ingest.spec import parse_source_spec
-from pipelines.orchestration.cli import prepare_instance
 from pipelines.orchestration.run import run_build
 from pipelines.settings import BuildSettings
 from pipelines.store.home import DataHome
@@ -70,16 +69,8 @@ def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("control-build")
     spec_text = _write_source(root / "source")
     home = DataHome(root / "home")
-    saved = {k: os.environ.get(k) for k in ("DAGSTER_HOME", "STEMFORGE_HOME")}
-    prepare_instance(home)
-    try:
+    with home_instance(home):
         outcome = run_build(BuildSettings(home=str(home.root), sources=(spec_text,), models=("random",)), progress=False)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     assert outcome.success, outcome.summary
     return home
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from support.builds import home_instance
 from pipelines.orchestration.run import run_build
-from pipelines.orchestration.cli import prepare_instance
 from pipelines.store.home import DataHome
 from pipelines.settings import BuildSettings
 from pipelines.store.warehouse import run_query
@@ -55,17 +55,9 @@ def built(tmp_path_factory):
     path = source / "hostile.jsonl"
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     home = DataHome(root / "home")
-    saved = {k: os.environ.get(k) for k in ("DAGSTER_HOME", "STEMFORGE_HOME")}
-    prepare_instance(home)
-    try:
+    with home_instance(home):
         settings = BuildSettings(home=str(home.root), sources=(f"jsonl:{path}",), models=("random",))
         outcome = run_build(settings, progress=False)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     assert outcome.success, outcome.summary
     return home
 

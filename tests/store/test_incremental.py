@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 from PIL import Image
 
+from support.builds import home_instance
 from pipelines.evaluation import stage as evaluation
 from pipelines.store import memo as incremental
 from pipelines.profiles import stage as profiling
@@ -232,7 +233,6 @@ def built(tmp_path_factory):
     """A demo home built by the stage functions, then rebuilt through Dagster (``run_build``,
     as ``stemforge build`` does): the assets call the same memoized stages."""
     from pipelines.orchestration.run import run_build
-    from pipelines.orchestration.cli import prepare_instance
     from pipelines.store.warehouse import publish_warehouse
 
     root = tmp_path_factory.mktemp("stages") / "home"
@@ -242,18 +242,10 @@ def built(tmp_path_factory):
     assert not first_ingest_skipped and not any(f["skipped"] for f in first.values())
     publish_warehouse(settings.data_home)
     stamps = _lake_stamps(settings.data_home)
-    saved = {k: os.environ.get(k) for k in ("DAGSTER_HOME", "STEMFORGE_HOME")}
-    prepare_instance(settings.data_home)
-    try:
+    with home_instance(settings.data_home):
         again = run_build(settings, progress=False)
         assert again.success, again.summary
         second = _materializations()
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     return settings, first, second, stamps, again.summary
 
 
