@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from typing import Iterator
 
 import dagster as dg
 
@@ -39,6 +41,17 @@ class StemforgeSettings(dg.ConfigurableResource):
     manual_tags: str = BuildSettings.manual_tags
     rows_per_shard: int = BuildSettings.rows_per_shard
     progress: bool = True
+
+    @contextlib.contextmanager
+    def yield_for_execution(self, context: dg.InitResourceContext) -> Iterator["StemforgeSettings"]:
+        """Every run that uses these settings, however launched (``stemforge build``, the UI, the
+        schedule, the sensor), holds the data home's write lock while its steps run."""
+        from pipelines.store.homelock import home_lock
+
+        run_id = context.run_id or None
+        command = f"dagster run {run_id[:8]}" if run_id else "dagster run"
+        with home_lock(self.settings().data_home, command, run_id=run_id):
+            yield self
 
     @classmethod
     def from_settings(cls, settings: BuildSettings, progress: bool = True) -> "StemforgeSettings":

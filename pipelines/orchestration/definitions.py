@@ -19,6 +19,9 @@ all_assets = dg.load_assets_from_modules(ASSET_MODULES)
 all_asset_checks = dg.load_asset_checks_from_modules(ASSET_MODULES)
 
 BUILD_JOB_NAME = "stemforge_build"
+# runs launched from the UI, the schedule or the sensor execute their steps in one process, which holds
+# the data home's lock for the whole run (`stemforge build --executor multiprocess` chooses otherwise)
+IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
 
 build_job = dg.define_asset_job(
     BUILD_JOB_NAME,
@@ -27,6 +30,7 @@ build_job = dg.define_asset_job(
         "Rebuild the whole benchmark: crawl/import (one partition per source, all in one run), clean, "
         "dataset, evaluation, profiles, warehouse."
     ),
+    config=IN_PROCESS,
 )
 
 
@@ -40,7 +44,7 @@ build_job = dg.define_asset_job(
 def full_rebuild_schedule(context: dg.ScheduleEvaluationContext):
     settings = BuildSettings.from_env()
     keys = ingest.sync_source_partitions(context.instance, settings.sources)
-    return dg.RunRequest(tags={**ingest.all_sources_tags(keys), "stemforge/command": "schedule"})
+    return dg.RunRequest(run_config=IN_PROCESS, tags={**ingest.all_sources_tags(keys), "stemforge/command": "schedule"})
 
 
 @dg.logger(

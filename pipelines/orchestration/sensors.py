@@ -95,6 +95,7 @@ def build_source_change_sensor(
         context.update_cursor(json.dumps({"digest": digest, "changed": [s.source for s in changed]}, sort_keys=True))
         return dg.RunRequest(
             run_key=f"sources-{digest[:20]}",
+            run_config={"execution": {"config": {"in_process": {}}}},  # one process holds the home's lock
             tags={
                 **_partition_tags(_instance(context), settings),
                 "stemforge/command": "sensor",

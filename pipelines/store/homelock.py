@@ -8,7 +8,11 @@ included), so a lock file left behind by a killed build is stale: the next write
 the recorded pid gone (``process_alive``), says so, and takes the lock over.
 
 Re-entrant within a process: ``run_build`` takes the lock, and so do the commands that call
-it while holding it already.
+it while holding it already. A process whose ancestor holds the lock (the step processes of a
+multiprocess build) works under it, and so does a step process of the Dagster run that holds
+it (``run_id``). Every Dagster run takes it through its settings resource, so runs launched
+from the UI, the schedule or the sensor are refused while a build runs, and the other way
+round; they execute their steps in one process, which holds the lock for the whole run.
 """
 
 from __future__ import annotations
@@ -50,8 +54,24 @@ def describe_holder(record: dict) -> str:
     return f"{record.get('command', 'build')} pid {record.get('pid', '?')} on {record.get('host', '?')}, started {when}"
 
 
+def ancestor_pids(pid: int | None = None) -> set[int]:
+    """The pids of this process's parent, its parent's parent, ... (from ``/proc``)."""
+    found: set[int] = set()
+    pid = os.getppid() if pid is None else pid
+    while pid > 1 and pid not in found:
+        found.add(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            break
+        pid = int(stat.rpartition(")")[2].split()[1])
+    return found
+
+
 @contextlib.contextmanager
-def home_lock(home: DataHome, command: str = "build", log: Callable[[str], None] | None = None) -> Iterator[None]:
+def home_lock(
+    home: DataHome, command: str = "build", log: Callable[[str], None] | None = None, run_id: str | None = None
+) -> Iterator[None]:
     """Hold the data home's write lock, or raise ``HomeBusy`` naming the holder."""
     path = lock_path(home)
     if _held.get(path):
@@ -67,6 +87,10 @@ def home_lock(home: DataHome, command: str = "build", log: Callable[[str], None]
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            holder = read_lock(home)
+            if holder.get("pid") in ancestor_pids() or (run_id and holder.get("run_id") == run_id):
+                yield
+                return
             raise HomeBusy(
                 f"another stemforge process is writing {home.root} ({describe_holder(read_lock(home))}); "
                 "wait for it to finish"
@@ -81,6 +105,7 @@ def home_lock(home: DataHome, command: str = "build", log: Callable[[str], None]
             "host": socket.gethostname(),
             "command": command,
             "started_at": time.time(),
+            **({"run_id": run_id} if run_id else {}),
         }
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)

@@ -54,6 +54,7 @@ def test_never_crawled_demo_requests_a_run(tmp_path):
     (request,) = result.run_requests
     assert request.run_key.startswith("sources-") and json.loads(cursor)["changed"] == ["demo"]
     assert request.tags["stemforge/changed_sources"] == "demo"
+    assert request.run_config == {"execution": {"config": {"in_process": {}}}}  # one process holds the home lock
 
 
 def test_unchanged_demo_gives_no_run_and_a_revision_gives_one(demo_home, tmp_path):
