@@ -48,7 +48,7 @@ class StemforgeSettings(dg.ConfigurableResource):
         schedule, the sensor), holds the data home's write lock while its steps run."""
         from pipelines.store.homelock import home_lock
 
-        run_id = context.run_id or None
+        run_id = context.run.run_id if context.run else None
         command = f"dagster run {run_id[:8]}" if run_id else "dagster run"
         with home_lock(self.settings().data_home, command, run_id=run_id):
             yield self

@@ -45,7 +45,7 @@ from pipelines.store.records import (
     RawQuestion,
     Record,
     validate_raw_question,
-    without_control_characters,
+    with_clean_text,
 )
 from pipelines.settings import BuildSettings
 from pipelines.ingest.sources import source_kind
@@ -303,7 +303,7 @@ def _land(spec: SourceSpec, home: DataHome, images: ImageStore) -> dict:
     quarantined: list[dict] = []
     for record in source_records(spec, home, images):
         if isinstance(record, RawQuestion):
-            record = without_control_characters(record)
+            record = with_clean_text(record)
             problem = validate_raw_question(record)
             if problem is None:
                 questions.append(record.to_row())

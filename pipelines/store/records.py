@@ -113,16 +113,34 @@ Record = Union[RawQuestion, QuarantineEntry]
 
 # C0 controls except tab, LF and CR; DEL; C1 controls. NUL is not here: it quarantines.
 _STRAY_CONTROL_CHARACTERS = re.compile("[\x01-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# UTF-8 read as Latin-1 or cp1252: a lead byte's character (Â..ô) followed by a continuation byte's
+# (U+0080..U+00BF, or what cp1252 shows for 0x80..0x9F); only such texts go to ftfy, so a lone C1
+# control is stripped below, not read as a cp1252 sign
+_MOJIBAKE_HINT = re.compile(
+    "[\u00c2-\u00f4][\u0080-\u00bf\u20ac\u201a\u0192\u201e\u2026\u2020\u2021\u02c6\u2030\u0160\u2039"
+    "\u0152\u017d\u2018\u2019\u201c\u201d\u2022\u2013\u2014\u02dc\u2122\u0161\u203a\u0153\u017e\u0178]"
+)
 
 
-def without_control_characters(q: RawQuestion) -> RawQuestion:
-    """``q`` with stray control characters (C0 other than tab, LF, CR and NUL; DEL; C1)
-    removed from its text and options. Every source lands through this and
-    ``validate_raw_question``: stray controls are stripped, a NUL quarantines the record."""
-    problem = _STRAY_CONTROL_CHARACTERS.sub("", q.problem) if q.problem else q.problem
+def clean_text(text: str) -> str:
+    """Mojibake repaired (UTF-8 decoded as Latin-1/cp1252, e.g. ``fâ\\x80²`` -> ``f′``, with
+    ftfy's ``fix_encoding``, which leaves correct text alone), then stray control characters
+    removed."""
+    if _MOJIBAKE_HINT.search(text):
+        import ftfy
+
+        text = ftfy.fix_encoding(text)
+    return _STRAY_CONTROL_CHARACTERS.sub("", text)
+
+
+def with_clean_text(q: RawQuestion) -> RawQuestion:
+    """``q`` with its text and options cleaned (``clean_text``: mojibake repaired, stray
+    control characters other than tab, LF, CR and NUL removed). Every source lands through
+    this and ``validate_raw_question``: a NUL quarantines the record."""
+    problem = clean_text(q.problem) if q.problem else q.problem
     choices = q.choices
     if choices is not None:
-        choices = tuple(_STRAY_CONTROL_CHARACTERS.sub("", c) if isinstance(c, str) else c for c in choices)
+        choices = tuple(clean_text(c) if isinstance(c, str) else c for c in choices)
     if problem == q.problem and choices == q.choices:
         return q
     return replace(q, problem=problem, choices=choices)

@@ -21,7 +21,7 @@ from pipelines.orchestration.run import run_build
 from pipelines.settings import BuildSettings
 from pipelines.store.home import DataHome
 from pipelines.store.images import ImageStore
-from pipelines.store.records import RawQuestion, validate_raw_question, without_control_characters
+from pipelines.store.records import RawQuestion, clean_text, validate_raw_question, with_clean_text
 from pipelines.store.warehouse import run_query
 from support.images import real_png
 
@@ -109,8 +109,28 @@ def test_the_rule_holds_at_landing_for_every_source(tmp_path):
 
 def test_records_built_in_code_get_the_same_rule():
     base = RawQuestion("s", "k", "math", None, "skill", "Q\x1f?", choices=("a\x80", "b"), answer_idx=0)
-    clean = without_control_characters(base)
+    clean = with_clean_text(base)
     assert (clean.problem, clean.choices) == ("Q?", ("a", "b")) and validate_raw_question(clean) is None
-    assert without_control_characters(clean) is clean
+    assert with_clean_text(clean) is clean
     nul = RawQuestion("s", "k", "math", None, "skill", "Q\x00?", choices=("a", "b"), answer_idx=0)
-    assert validate_raw_question(without_control_characters(nul)) == "NUL character in the question text"
+    assert validate_raw_question(with_clean_text(nul)) == "NUL character in the question text"
+
+
+
+@pytest.mark.parametrize(
+    ("text", "repaired"),
+    [
+        ("the derivative of f, f\u00e2\u0080\u00b2, is shown", "the derivative of f, f′, is shown"),  # SceMQA Math 114
+        ("0 \u00e2\u0089\u00a4 t", "0 ≤ t"),
+        ("caf\u00c3\u00a9 for \u00c2\u00a35", "café for £5"),
+        ("it\u00e2\u0080\u0099s", "it’s"),
+        ("lone C1 controls\u0085 are\u009b stripped", "lone C1 controls are stripped"),
+    ],
+)
+def test_mojibake_is_repaired(text, repaired):
+    assert clean_text(text) == repaired
+
+
+def test_correct_text_with_the_same_letters_is_left_alone():
+    text = "château, São Paulo, naïve, Âge, café’s, x² ≥ 5°, 甲乙丙丁, costs £5 — fine"
+    assert clean_text(text) == text
