@@ -5,7 +5,10 @@ atomically (lake tables, images, raw bodies, stage records, reports, and the tem
 the warehouse and the export): the content goes to ``.<name>.<pid>.<random>.tmp`` beside
 the target and is renamed into place, so a reader sees the previous file or the new one.
 ``remove_stale_temporaries`` finds every temporary by one glob and deletes those whose
-process no longer runs. Plain Python (no Arrow or Polars), so the crawler can use it.
+process no longer runs. Every file written here gets its content checksum recorded beside it
+(``<name>.sha256``, ``pipelines.store.checksums``) unless the caller passes ``checksum=False``
+(stores whose file names are already the hash of their bytes). Plain Python (no Arrow or
+Polars), so the crawler can use it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import shutil
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Iterator
+
+from pipelines.store.checksums import checksum_lines, checksum_path, sha256_file
 
 # causes worth naming in a message: libraries (pyarrow, DuckDB) put them in their own words
 _NAMED_CAUSES = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS, errno.EFBIG, errno.EIO, errno.ENOENT)
@@ -179,12 +184,59 @@ def _new_temporary(path: Path, kind: str, sweep: bool) -> tuple[Path, int | None
         raise storage_error(path, exc) from None
 
 
+def replace_recording_checksum(tmp: Path, path: Path, *, sweep: bool = True) -> None:
+    """Rename the complete file ``tmp`` to ``path`` and record its sha256 in ``<path>.sha256``.
+    The sidecar goes to a temporary of its own first, so a full disk fails before ``path``
+    changes; a crash between the two renames leaves a checksum that does not match the file,
+    which the next build takes for damage and rebuilds."""
+    path = Path(path)
+    sidecar_tmp = _sidecar_temporary(path, sha256_file(tmp), sweep)
+    try:
+        os.replace(tmp, path)
+        os.replace(sidecar_tmp, checksum_path(path))
+    except BaseException:
+        sidecar_tmp.unlink(missing_ok=True)
+        raise
+
+
+def record_checksum(path: Path | str) -> str:
+    """Record the sha256 of the file at ``path`` as it is now (a file written before checksums
+    existed); returns it."""
+    path = Path(path)
+    digest = sha256_file(path)
+    sidecar_tmp = _sidecar_temporary(path, digest, True)
+    try:
+        os.replace(sidecar_tmp, checksum_path(path))
+    except OSError as exc:
+        sidecar_tmp.unlink(missing_ok=True)
+        raise storage_error(checksum_path(path), exc) from None
+    return digest
+
+
+def _sidecar_temporary(path: Path, digest: str, sweep: bool) -> Path:
+    """A complete new sidecar of ``path`` under a temporary name, for the caller to rename."""
+    sidecar_tmp, fd = _new_temporary(checksum_path(path), "file", sweep)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(checksum_lines({path.name: digest}))
+    except BaseException as exc:
+        sidecar_tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise storage_error(checksum_path(path), exc) from None
+        raise
+    return sidecar_tmp
+
+
 @contextmanager
-def renamed_into_place(tmp: Path, path: Path) -> Iterator[None]:
-    """Rename ``tmp`` to ``path`` when the block ends; on failure remove ``tmp`` instead."""
+def renamed_into_place(tmp: Path, path: Path, *, checksum: bool = True, sweep: bool = True) -> Iterator[None]:
+    """Rename ``tmp`` to ``path`` when the block ends (recording its checksum beside it unless
+    ``checksum`` is false); on failure remove ``tmp`` instead."""
     try:
         yield
-        os.replace(tmp, path)
+        if checksum:
+            replace_recording_checksum(tmp, path, sweep=sweep)
+        else:
+            os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise storage_error(path, exc) from None
@@ -194,32 +246,32 @@ def renamed_into_place(tmp: Path, path: Path) -> Iterator[None]:
 
 
 @contextmanager
-def atomic_path(path: Path | str, *, sweep: bool = True) -> Iterator[Path]:
+def atomic_path(path: Path | str, *, sweep: bool = True, checksum: bool = True) -> Iterator[Path]:
     """A temporary path beside ``path`` for the block to write; when the block ends it is
     renamed to ``path`` in one step, so ``path`` holds the previous content or the new, never
     part of it. On failure the temporary is removed, ``path`` is unchanged and an ``OSError``
     becomes a one-line ``StorageError`` naming ``path``."""
     path = Path(path)
     tmp = temporary_path(path, sweep=sweep)
-    with renamed_into_place(tmp, path):
+    with renamed_into_place(tmp, path, checksum=checksum, sweep=sweep):
         yield tmp
 
 
 @contextmanager
 def atomic_write(path: Path | str, mode: str = "wb", *, encoding: str | None = None, newline: str | None = None,
-                 sweep: bool = True) -> Iterator[IO]:
+                 sweep: bool = True, checksum: bool = True) -> Iterator[IO]:
     """``open(path, mode)`` for writing, made atomic as ``atomic_path`` describes."""
     if "b" not in mode and encoding is None:
         encoding = "utf-8"
     path = Path(path)
     tmp, fd = _new_temporary(path, "file", sweep)
-    with renamed_into_place(tmp, path):
+    with renamed_into_place(tmp, path, checksum=checksum, sweep=sweep):
         with os.fdopen(fd, mode, encoding=encoding, newline=newline) as handle:
             yield handle
 
 
-def atomic_write_bytes(path: Path | str, data: bytes, *, sweep: bool = True) -> None:
-    with atomic_write(path, "wb", sweep=sweep) as handle:
+def atomic_write_bytes(path: Path | str, data: bytes, *, sweep: bool = True, checksum: bool = True) -> None:
+    with atomic_write(path, "wb", sweep=sweep, checksum=checksum) as handle:
         handle.write(data)
 
 

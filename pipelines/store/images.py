@@ -118,5 +118,5 @@ class ImageStore:
         info = inspect_image(data)
         target = self.root / self.relative_path(info.image_hash, info.format)
         if not target.exists():
-            atomic_write_bytes(target, data, sweep=False)  # the build sweeps images/ when it starts
+            atomic_write_bytes(target, data, sweep=False, checksum=False)  # named by their hash; the build sweeps images/
         return info

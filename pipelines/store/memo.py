@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable, Sequence
 from pipelines.store.code_deps import code_digest_of
 from pipelines.store.home import DataHome
 from pipelines.store.atomic import atomic_write_text
+from pipelines.store.checksums import recorded_checksum
 
 RECORD_FORMAT = 1
 _CHUNK = 1 << 20
@@ -88,7 +89,7 @@ def describe_file(path: Path, recorded: dict | None = None) -> dict:
         with _cache_lock:
             digest = _digest_cache.get(key)
         if digest is None:
-            digest = sha256_file(path)
+            digest = recorded_checksum(path, fresh=True) or sha256_file(path)  # the one its writer recorded
             with _cache_lock:
                 _digest_cache[key] = digest
     return {"path": str(path), **identity, "sha256": digest}

@@ -113,7 +113,7 @@ def test_report_is_deterministic_and_written_atomically(report_inputs, report_ht
     assert render_report(**report_inputs) == report_html
     path = write_report(tmp_path / "reports" / "index.html", **report_inputs)
     assert path.read_text(encoding="utf-8") == report_html
-    assert sorted(p.name for p in path.parent.iterdir()) == ["index.html"]
+    assert sorted(p.name for p in path.parent.iterdir()) == ["index.html", "index.html.sha256"]  # its checksum beside it
 
 
 def test_report_names_the_interval_method_and_the_exam_rules(report_inputs, report_html):

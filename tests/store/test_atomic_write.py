@@ -34,7 +34,7 @@ def test_writes_appear_whole_and_leave_no_temporary(tmp_path):
         handle.write("three")
         assert target.read_text() == "two"  # not yet replaced
     assert target.read_text() == "three"
-    assert sorted(p.name for p in target.parent.iterdir()) == ["b.json"]
+    assert sorted(p.name for p in target.parent.iterdir()) == ["b.json", "b.json.sha256"]  # with its checksum
 
 
 def test_a_failed_write_keeps_the_previous_file(tmp_path):

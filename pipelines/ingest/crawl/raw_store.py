@@ -172,7 +172,7 @@ class RawStore:
         if sha[:2] not in self._made_dirs:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._made_dirs.add(sha[:2])
-        atomic_write_bytes(path, body, sweep=False)  # swept once the crawl lock is held
+        atomic_write_bytes(path, body, sweep=False, checksum=False)  # named by its hash; swept under the crawl lock
         return sha
 
     def read_body(self, sha256: str) -> bytes | None:

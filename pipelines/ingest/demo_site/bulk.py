@@ -106,7 +106,7 @@ class ImageWriter:
         image_hash = sha256_hex(data)
         path = self.root / image_hash[:2] / f"{image_hash}.{target.extension}"
         if not path.exists():
-            atomic_write_bytes(path, data, sweep=False)
+            atomic_write_bytes(path, data, sweep=False, checksum=False)
             self.written += 1
         self.hash_of[memo] = image_hash
         return image_hash
