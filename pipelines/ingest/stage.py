@@ -1,7 +1,7 @@
 """Ingest: run every configured source and land raw questions in the lake.
 
 A web source (``demo`` or ``http://...``) is crawled into its raw store, then each stored
-page is parsed with the layout parsers; an importer source is read file by file. Either
+page is parsed with its site layouts (``?layout=FILE``, else the demo site's three); an importer source is read file by file. Either
 way each source yields ``RawQuestion`` and ``QuarantineEntry`` records, which land as
 ``lake/raw_questions/<source>.parquet`` and ``lake/quarantine/ingest-<source>.parquet``.
 Rows are sorted by ``source_key`` so the same input gives the same bytes.
@@ -115,6 +115,7 @@ def crawl_web_source(spec: SourceSpec, settings: BuildSettings, home: DataHome, 
             timeout=settings.crawl_timeout,
             progress=progress,
             revalidate=crawl_revalidate_mode(settings),
+            follow=tuple(sel for layout in source_layouts(spec) for sel in layout.follow),
         )
         report = crawl(config, raw_store_dir(home, spec))
     return report.as_dict() if hasattr(report, "as_dict") else dict(vars(report))
@@ -135,18 +136,26 @@ def _web_quarantine(spec: SourceSpec, key: str, stage: str, message: str, url: s
     return QuarantineEntry(spec.text, key, stage, reason, detail)
 
 
+def source_layouts(spec: SourceSpec):
+    """The site layouts a web source is read with: its ``layout=`` file, else the demo site's."""
+    from pipelines.ingest.site_layout import default_layouts, load_layout
+
+    return (load_layout(spec.options["layout"]),) if spec.options.get("layout") else default_layouts()
+
+
 def parse_web_source(spec: SourceSpec, home: DataHome, images: ImageStore) -> Iterator[Record]:
     """Parse every stored page of a crawled source into records."""
     from pipelines.ingest.crawl import RawStore
     from pipelines.ingest.web_parsers import PageParseError, parse_page
 
+    layouts = source_layouts(spec)
     store = RawStore(raw_store_dir(home, spec))
     failed_urls: dict[str, str] = dict(store.failures())
     for url, reason in sorted(failed_urls.items()):
         yield _web_quarantine(spec, url, "crawl", reason)
     for url, body in store.iter_pages(content_type_prefix="text/html"):
         try:
-            parsed = parse_page(url, body)
+            parsed = parse_page(url, body, layouts)
         except PageParseError as exc:
             yield _web_quarantine(spec, url, "parse", str(exc))
             continue
@@ -275,7 +284,8 @@ def ingest_fingerprint_args(spec: SourceSpec, home: DataHome) -> dict:
     settings = {"source": spec.text, "options": dict(sorted(spec.options.items()))}
     if spec.is_web:
         return dict(outputs=outputs, settings=settings, code=_land,
-                    extra={"raw_store": raw_store_digest(spec, home)})
+                    extra={"raw_store": raw_store_digest(spec, home),
+                           "layouts": [layout.digest for layout in source_layouts(spec)]})
     files = source_files(spec, home)
     kind = source_kind(spec.kind)
     # the reader's module is found by the registry, not imported by name: its code counts here

@@ -79,6 +79,7 @@ class CrawlConfig:
     progress_interval: float = 0.5  # seconds between progress callback calls
     extra_seeds: tuple[str, ...] = field(default_factory=tuple)
     revalidate: str = "all"  # all | lastmod
+    follow: tuple[str, ...] = ()  # CSS selectors of the links to follow (a site layout's); () = every link
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", _base(self.base_url, "base_url"))
@@ -89,6 +90,7 @@ class CrawlConfig:
             hosts = tuple(dict.fromkeys([urlsplit(self.base_url).hostname, urlsplit(canonical).hostname]))
         object.__setattr__(self, "allowed_hosts", hosts)
         object.__setattr__(self, "extra_seeds", tuple(self.extra_seeds))
+        object.__setattr__(self, "follow", tuple(self.follow))
         checks = [
             (self.rate_per_host > 0, "rate_per_host must be > 0"),
             (self.burst >= 1, "burst must be >= 1"),

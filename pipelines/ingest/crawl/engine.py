@@ -463,7 +463,7 @@ class _Fetcher:
         accept = self.mapper.accept
         if media in ("text/html", "application/xhtml+xml"):
             links = []
-            for raw in extract_links(body, page_url):
+            for raw in extract_links(body, page_url, self.config.follow):
                 url = accept(raw, page_url)
                 if url is not None:
                     links.append(url)

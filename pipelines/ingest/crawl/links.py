@@ -2,12 +2,16 @@
 
 Link extraction is a tolerant tag scanner rather than a full HTML parser: it only needs
 ``<a href>``, ``<link rel=next|prev href>``, ``<img src>`` and ``<base href>``, it must
-never crash on broken markup, and it has to be fast (it runs once per page).
+never crash on broken markup, and it has to be fast (it runs once per page; measured 38 us a
+page against 65 us for parsing with selectolax). Only a site layout's ``links``/``pagination``
+CSS selectors need a parsed page (selectolax). The ``image`` values of a page's JSON-LD are
+links too (schema.org questions name their pictures there).
 """
 
 from __future__ import annotations
 
 import html
+import json
 import re
 import zlib
 from dataclasses import dataclass
@@ -110,16 +114,23 @@ def _attrs(blob: bytes) -> dict[bytes, str]:
     return found
 
 
-def extract_links(body: bytes, page_url: str) -> list[str]:
+def extract_links(body: bytes, page_url: str, follow: tuple[str, ...] = ()) -> list[str]:
     """Raw link targets (absolute, fragment not yet stripped) in document order.
 
-    ``page_url`` is the URL the body was fetched from; ``<base href>`` overrides it.
+    ``page_url`` is the URL the body was fetched from; ``<base href>`` overrides it. With
+    ``follow`` (CSS selectors of a site layout's links and pagination) only the ``href`` of the
+    elements they select are links, besides images and ``<link rel=next|prev>``.
     """
     if b"<" not in body:
         return []
+    if follow:
+        return _selected_links(body, page_url, follow) + (
+            _json_ld_images(body, page_url) if b"application/ld+json" in body else [])
     cleaned = _SKIP_BLOCKS.sub(b" ", body) if (b"<!--" in body or b"<script" in body.lower() or b"<style" in body.lower()) else body
     base = page_url
     links: list[str] = []
+    if b"application/ld+json" in body:
+        links += _json_ld_images(body, page_url)
     for match in _TAG.finditer(cleaned):
         tag = match.group(1).lower()
         attrs = _attrs(match.group(2))
@@ -138,6 +149,68 @@ def extract_links(body: bytes, page_url: str) -> list[str]:
             target = attrs.get(b"href") if ("next" in rel or "prev" in rel) else None
         else:
             target = attrs.get(b"href")
+        if target and not target.lstrip().startswith("#"):
+            try:
+                links.append(urljoin(base, target.strip()))
+            except ValueError:
+                continue
+    return links
+
+
+_JSON_LD = re.compile(rb"<script\b[^>]{0,1024}application/ld\+json[^>]{0,1024}>(.*?)</script\s*>", re.S | re.I)
+
+
+def _json_ld_images(body: bytes, page_url: str) -> list[str]:
+    """URLs of the ``image`` values in a page's JSON-LD (schema.org questions draw their pictures there)."""
+    found: list[str] = []
+    for match in _JSON_LD.finditer(body):
+        try:
+            data = json.loads(match.group(1).decode("utf-8", "replace"))
+        except (ValueError, RecursionError):
+            continue
+        stack = [data]
+        while stack and len(found) < 10_000:
+            item = stack.pop()
+            if isinstance(item, list):
+                stack.extend(reversed(item))
+            elif isinstance(item, dict):
+                for key, value in item.items():
+                    if key == "image":
+                        for image in value if isinstance(value, list) else [value]:
+                            if isinstance(image, dict):
+                                image = image.get("contentUrl") or image.get("url")
+                            if isinstance(image, str) and image.strip():
+                                try:
+                                    found.append(urljoin(page_url, image.strip()))
+                                except ValueError:
+                                    pass
+                    elif isinstance(value, (dict, list)):
+                        stack.append(value)
+    return found
+
+
+def _selected_links(body: bytes, page_url: str, follow: tuple[str, ...]) -> list[str]:
+    from selectolax.lexbor import LexborHTMLParser
+
+    tree = LexborHTMLParser(body)
+    base = page_url
+    found = tree.css_first("base[href]")
+    if found is not None:
+        try:
+            base = urljoin(page_url, (found.attributes.get("href") or "").strip())
+        except ValueError:
+            pass
+    selected = {node.mem_id for node in tree.css(", ".join(follow))}
+    links: list[str] = []
+    for node in tree.css("img[src], link[href], " + ", ".join(follow)):
+        attrs = node.attributes
+        if node.tag == "img":
+            target = attrs.get("src")
+        elif node.tag == "link" and node.mem_id not in selected:
+            rel = (attrs.get("rel") or "").lower().split()
+            target = attrs.get("href") if ("next" in rel or "prev" in rel) else None
+        else:
+            target = attrs.get("href")
         if target and not target.lstrip().startswith("#"):
             try:
                 links.append(urljoin(base, target.strip()))

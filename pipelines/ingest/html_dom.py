@@ -1,0 +1,214 @@
+"""The HTML a crawled page is read with: lexbor's DOM (``selectolax``), as browsers parse it, and
+the helpers the page readers share (``site_layout`` for layout files, ``schema_org`` for markup):
+decoding, text of a node as shown, image URLs, the parsed question and its error.
+
+Texts are returned as shown: entities decoded, Unicode kept as is, inner white space kept (a
+layout may ask to collapse it), only ASCII white space around the element's text removed;
+``<br>`` is a line break. NUL characters, which HTML parsers drop, are kept so that ingest
+quarantines them.
+
+A page nesting elements deeper than ``MAX_DEPTH`` is refused before it is parsed (real quiz pages
+nest a few dozen; lexbor's tree building slows down with the square of the depth): a linear scan
+of the tags keeps the stack of open elements, closing those HTML closes implicitly (``li``,
+``p``, table parts, ``option``, ``dt``/``dd``) as browsers do.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from urllib.parse import urljoin
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+ASCII_WS = " \t\r\n\f"
+MAX_DEPTH = 256
+# NUL and C1 controls as written: the parser would drop or remap them; stand-ins from a private use
+# plane go through it and are turned back in every text read
+_TO_STANDIN = {c: 0x10FF00 + c for c in [0, *range(0x80, 0xA0)]}
+_FROM_STANDIN = {v: k for k, v in _TO_STANDIN.items()}
+SUBJECT_NAMES = {"science": "science", "technology": "technology", "engineering": "engineering",
+                 "math": "math", "mathematics": "math"}
+_HTML_END = re.compile(r"</html\s*>", re.I)
+_TAGS = re.compile(r"<!--.*?(?:-->|\Z)|<(script|style|textarea|title)\b.*?(?:</\1\s*>|\Z)|<(/?)([A-Za-z][A-Za-z0-9-]*)",
+                   re.S | re.I)
+VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
+_TABLE_SECTIONS = frozenset({"thead", "tbody", "tfoot"})
+# start tag -> (open elements it closes, elements that stop the search): HTML's implied end tags
+IMPLIED_END = {
+    "li": (frozenset({"li"}), frozenset({"ul", "ol", "menu", "table"})),
+    "dt": (frozenset({"dt", "dd"}), frozenset({"dl", "table"})),
+    "dd": (frozenset({"dt", "dd"}), frozenset({"dl", "table"})),
+    "tr": (frozenset({"tr"}), frozenset({"table"}) | _TABLE_SECTIONS),
+    "td": (frozenset({"td", "th"}), frozenset({"tr", "table"})),
+    "th": (frozenset({"td", "th"}), frozenset({"tr", "table"})),
+    "thead": (_TABLE_SECTIONS | {"tr"}, frozenset({"table"})),
+    "tbody": (_TABLE_SECTIONS | {"tr"}, frozenset({"table"})),
+    "tfoot": (_TABLE_SECTIONS | {"tr"}, frozenset({"table"})),
+    "option": (frozenset({"option"}), frozenset({"select", "datalist", "optgroup"})),
+}
+_CLOSES_P = frozenset(
+    "address article aside blockquote details dialog div dl fieldset figcaption figure footer form h1 h2 h3 h4 h5 "
+    "h6 header hgroup hr main menu nav ol p pre section table ul".split()
+)
+_P_SCOPE = frozenset("applet button caption html table td th marquee object template".split())
+
+
+class PageParseError(ValueError):
+    """A question page that cannot be parsed; the message is one line."""
+
+
+@dataclass(frozen=True)
+class ParsedQuestion:
+    url: str
+    layout: str
+    subject: str
+    grade: str | None
+    skill: str
+    problem: str
+    problem_image_url: str | None = None
+    problem_image_alt: str | None = None
+    choices: tuple[str, ...] | None = None
+    choice_image_urls: tuple[str, ...] | None = None
+    choice_image_alts: tuple[str, ...] | None = None
+    answer_idx: int = -1
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def image_alts(self) -> tuple[str, ...]:
+        """Alt texts of every image on the question (problem first), for captions."""
+        out = (self.problem_image_alt,) if self.problem_image_alt is not None else ()
+        return out + (self.choice_image_alts or ())
+
+    @property
+    def num_choices(self) -> int:
+        return len(self.choices if self.choices is not None else self.choice_image_urls or ())
+
+
+# ---- the DOM ------------------------------------------------------------------------------
+
+
+def _close_open(stack: list[str], closes, stops) -> None:
+    """Close the outermost open element in ``closes`` above the nearest one in ``stops``."""
+    target = None
+    for depth in range(len(stack) - 1, -1, -1):
+        if stack[depth] in stops:
+            break
+        if stack[depth] in closes:
+            target = depth
+    if target is not None:
+        del stack[target:]
+
+
+def refuse_deep_nesting(text: str) -> None:
+    stack: list[str] = []
+    for match in _TAGS.finditer(text):
+        name = match.group(3)
+        if name is None:
+            continue
+        tag = name.lower()
+        if match.group(2):
+            for depth in range(len(stack) - 1, -1, -1):
+                if stack[depth] == tag:
+                    del stack[depth:]
+                    break
+            continue
+        rule = IMPLIED_END.get(tag)
+        if rule is not None:
+            _close_open(stack, *rule)
+        if tag in _CLOSES_P:
+            _close_open(stack, ("p",), _P_SCOPE)
+        if tag not in VOID:
+            if len(stack) >= MAX_DEPTH:
+                raise PageParseError(f"page nests elements more than {MAX_DEPTH} deep")
+            stack.append(tag)
+
+
+def build_dom(html: str | bytes) -> tuple[LexborHTMLParser, bool]:
+    """(parsed document, whether the document reached </html>)."""
+    text = decode_page(html)
+    refuse_deep_nesting(text)
+    return LexborHTMLParser(to_standins(text)), _HTML_END.search(text) is not None
+
+
+def to_standins(text: str) -> str:
+    return text.translate(_TO_STANDIN)
+
+
+def from_standins(text: str) -> str:
+    return text.translate(_FROM_STANDIN)
+
+
+def node_text(node: LexborNode, exclude: frozenset[int] = frozenset()) -> str:
+    """The text of ``node`` as shown: scripts, styles, comments and ``exclude`` (node ids) left out."""
+    parts: list[str] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current.is_text_node:
+            parts.append(current.text_content or "")
+            continue
+        tag = current.tag
+        if tag == "br":
+            parts.append("\n")
+            continue
+        if current is not node and (tag in ("script", "style", "template") or tag.startswith("-") or tag.startswith("_")
+                                    or current.mem_id in exclude):
+            continue
+        stack.extend(reversed(list(current.iter(include_text=True))))
+    return from_standins("".join(parts))
+
+
+def attr(node: LexborNode, name: str) -> str | None:
+    value = node.attributes.get(name, "")
+    return from_standins(value if value is not None else "") if name in node.attributes else None
+
+
+def encloses(outer: LexborNode, inner: LexborNode) -> bool:
+    target = outer.mem_id
+    node = inner.parent
+    while node is not None:
+        if node.mem_id == target:
+            return True
+        node = node.parent
+    return False
+
+
+_BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+
+
+def decode_page(html: str | bytes) -> str:
+    if isinstance(html, str):
+        return html
+    for bom, encoding in _BOMS:  # a byte order mark overrides any declared charset, as in browsers
+        if html.startswith(bom):
+            return html[len(bom):].decode(encoding, "replace")
+    head = html[:2048].decode("ascii", "replace").lower()
+    m = re.search(r"charset=[\"']?([a-z0-9_-]+)", head)
+    enc = m.group(1) if m else "utf-8"
+    try:
+        return html.decode(enc, "replace")
+    except LookupError:
+        return html.decode("utf-8", "replace")
+
+
+def clean(text: str) -> str:
+    return text.strip(ASCII_WS)
+
+
+def subject_name(text: str) -> str:
+    lowered = (text or "").lower()
+    return SUBJECT_NAMES.get(lowered, lowered)
+
+
+def image_of(url: str, node: LexborNode | None) -> tuple[str | None, str | None]:
+    """(absolute src, alt) of an ``<img>``; PageParseError for one without src."""
+    if node is None:
+        return None, None
+    src = attr(node, "src")
+    if not src:
+        raise PageParseError("an image has no src")
+    return urljoin(url, src.strip(ASCII_WS)), attr(node, "alt") or ""
+
+
+# ---- pages ---------------------------------------------------------------------------------
