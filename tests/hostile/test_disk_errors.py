@@ -412,7 +412,7 @@ def test_export_swap_keeps_user_files_and_the_replaced_version_for_readers(tmp_p
     store = ImageStore(home.images)
     root = home.export.parent
     first = write_stem_export(questions_frame(store, 20, seed=1), store, root, rows_per_shard=6)
-    (root / "README.md").write_text("notes a user keeps beside the export\n")
+    (root / "NOTES.md").write_text("notes a user keeps beside the export\n")
     first_digests = digest_tree(root)
 
     # a reader that opened the published folder before the swap keeps a complete version
@@ -423,7 +423,7 @@ def test_export_swap_keeps_user_files_and_the_replaced_version_for_readers(tmp_p
         assert digest_tree(previous_export(root)) == first_digests
     finally:
         os.close(held)
-    assert (root / "README.md").read_text() == "notes a user keeps beside the export\n"
+    assert (root / "NOTES.md").read_text() == "notes a user keeps beside the export\n"
     assert check_release_invariants(home.export) == []
     third = write_stem_export(questions_frame(store, 12, seed=3), store, root, rows_per_shard=6)
     assert sum(third.rows.values()) == 12

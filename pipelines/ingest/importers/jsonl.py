@@ -6,7 +6,7 @@ folder (or ``image_root``) and may not leave it. Blank lines are not records and
 every other line yields one question or one quarantine entry keyed ``<file name>#<0-based
 line>`` (a line over ``MAX_LINE_BYTES`` is quarantined unread, a line that is not UTF-8 with
 its line number). Control characters in texts and options (also escaped, ``\\u0000``) are handled
-where every source lands (``records.without_control_characters`` and ``validate_raw_question``):
+where every source lands (``records.with_clean_text`` and ``validate_raw_question``):
 a NUL quarantines the record, any other control character is stripped.
 """
 
