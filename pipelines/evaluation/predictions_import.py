@@ -9,6 +9,9 @@ Formats, chosen by the file name:
 - ``*.txt`` (the STEM leaderboard's ``preds.txt``): one index per line, in the TEST split's
   order, i.e. the rows of ``questions`` with ``split == 'test'`` sorted by ``order_by``; the
   file must have exactly one line per test question (a final newline is fine).
+- VLMEvalKit's prediction table (``.xlsx``, ``.tsv``, ``.csv``) and lmms-eval's sample log
+  (``.jsonl``) from a run on ``stemforge export --format vlmevalkit|lmms-eval``: told apart
+  from the formats above by their columns / first object (``harness_import``).
 
 ``prediction`` is a 0-based option index below the question's ``num_choices``, or -1 for "no
 answer" (scored as wrong). ``option_scores``, when given, has one number per option.
@@ -31,6 +34,8 @@ from pathlib import Path
 
 import polars as pl
 
+from pipelines.evaluation.prediction_errors import LineError, PredictionsImportError
+
 REQUIRED_QUESTION_COLUMNS = ("question_id", "split", "num_choices")
 RESULT_SCHEMA = {
     "model": pl.String,
@@ -42,17 +47,9 @@ RESULT_SCHEMA = {
 }
 
 
-class PredictionsImportError(ValueError):
-    """A predictions file that cannot be imported; the message names the line."""
-
-
-class _LineError(Exception):
-    pass
-
-
 def _as_index(value) -> int:
     if isinstance(value, bool):
-        raise _LineError(f"prediction must be an integer, got {json.dumps(value)}")
+        raise LineError(f"prediction must be an integer, got {json.dumps(value)}")
     if isinstance(value, int):
         return value
     if isinstance(value, float) and value.is_integer():
@@ -61,20 +58,20 @@ def _as_index(value) -> int:
         text = value.strip()
         if text.lstrip("-").isdigit():
             return int(text)
-    raise _LineError(f"prediction must be an integer, got {value!r}")
+    raise LineError(f"prediction must be an integer, got {value!r}")
 
 
 def _as_confidence(value) -> float | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, bool):
-        raise _LineError(f"confidence must be a number, got {json.dumps(value)}")
+        raise LineError(f"confidence must be a number, got {json.dumps(value)}")
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise _LineError(f"confidence must be a number, got {value!r}") from None
+        raise LineError(f"confidence must be a number, got {value!r}") from None
     if math.isnan(number) or not 0.0 <= number <= 1.0:
-        raise _LineError(f"confidence {value} is outside [0, 1]")
+        raise LineError(f"confidence {value} is outside [0, 1]")
     return number
 
 
@@ -85,11 +82,11 @@ def _as_scores(value) -> list[float] | None:
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
-            raise _LineError(f"option_scores must be a JSON list of numbers, got {value[:40]!r}") from None
+            raise LineError(f"option_scores must be a JSON list of numbers, got {value[:40]!r}") from None
     if not isinstance(value, list) or not all(
         isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value
     ):
-        raise _LineError("option_scores must be a list of finite numbers")
+        raise LineError("option_scores must be a list of finite numbers")
     return [float(v) for v in value]
 
 
@@ -101,10 +98,10 @@ def _read_jsonl(path: Path):
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
-                yield line_number, _LineError(f"malformed JSON ({exc.msg})")
+                yield line_number, LineError(f"malformed JSON ({exc.msg})")
                 continue
             if not isinstance(row, dict):
-                yield line_number, _LineError("expected a JSON object")
+                yield line_number, LineError("expected a JSON object")
                 continue
             yield line_number, row
 
@@ -130,12 +127,12 @@ def _read_csv(path: Path):
             except StopIteration:
                 return
             except csv.Error as exc:
-                yield start, _LineError(f"malformed CSV ({exc})")
+                yield start, LineError(f"malformed CSV ({exc})")
                 continue
             if not cells or all(not c.strip() for c in cells):
                 continue
             if len(cells) != len(header):
-                yield start, _LineError(f"expected {len(header)} cells, found {len(cells)}")
+                yield start, LineError(f"expected {len(header)} cells, found {len(cells)}")
                 continue
             yield start, dict(zip(header, cells))
 
@@ -161,7 +158,7 @@ def _read_preds_txt(path: Path, test_ids: list[str]):
         count = line_number
         text = line.strip()
         if not text.lstrip("-").isdigit():
-            yield line_number, _LineError(f"expected one integer index, got {line[:40]!r}")
+            yield line_number, LineError(f"expected one integer index, got {line[:40]!r}")
             continue
         yield line_number, {"question_id": test_ids[line_number - 1], "prediction": int(text)}
     if count < len(test_ids):
@@ -184,8 +181,11 @@ def _undecodable_line(path: Path) -> str:
 
 
 def import_predictions(
-    path: str | Path, model: str, questions: pl.DataFrame, order_by: str = "order"
+    path: str | Path, model: str, questions: pl.DataFrame, order_by: str = "order", fmt: str = "auto"
 ) -> pl.DataFrame:
+    """``fmt``: ``stemforge`` (the formats above), ``vlmevalkit`` or ``lmms-eval`` (their
+    outputs on a ``stemforge export``, see ``harness_import``), or ``auto`` to tell them
+    apart by the file name and its header or first line."""
     path = Path(path)
     if not model or not model.strip():
         raise PredictionsImportError("model name is empty")
@@ -196,8 +196,20 @@ def import_predictions(
         raise PredictionsImportError(f"predictions file not found: {path}")
     num_choices = dict(zip(questions["question_id"].to_list(), questions["num_choices"].to_list()))
 
+    from pipelines.evaluation import harness_import
+
+    if fmt not in harness_import.IMPORT_FORMATS:
+        raise PredictionsImportError(f"unknown predictions format {fmt!r}; use one of {', '.join(harness_import.IMPORT_FORMATS)}")
+    if fmt == "auto":
+        fmt = harness_import.detect_format(path)
     suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".json", ".ndjson"):
+    if fmt == "vlmevalkit":
+        if suffix not in (".xlsx", ".tsv", ".csv"):
+            raise PredictionsImportError(f"{path.name}: a VLMEvalKit prediction table is .xlsx, .tsv or .csv")
+        rows = harness_import.read_vlmevalkit(path, questions)
+    elif fmt == "lmms-eval":
+        rows = harness_import.read_lmms_eval(path, questions)
+    elif suffix in (".jsonl", ".json", ".ndjson"):
         rows = _read_jsonl(path)
     elif suffix == ".csv":
         rows = _read_csv(path)
@@ -213,29 +225,29 @@ def import_predictions(
     try:
         for line_number, row in rows:
             try:
-                if isinstance(row, _LineError):
+                if isinstance(row, LineError):
                     raise row
                 question_id = row.get("question_id")
                 if question_id is None or question_id == "":
-                    raise _LineError("missing question_id")
+                    raise LineError("missing question_id")
                 if not isinstance(question_id, str):
-                    raise _LineError(f"question_id must be a string, got {json.dumps(question_id)}")
+                    raise LineError(f"question_id must be a string, got {json.dumps(question_id)}")
                 question_id = question_id.strip()
                 if "prediction" not in row or row["prediction"] in (None, ""):
-                    raise _LineError("missing prediction")
+                    raise LineError("missing prediction")
                 if question_id not in num_choices:
-                    raise _LineError(f"unknown question id {question_id!r}")
+                    raise LineError(f"unknown question id {question_id!r}")
                 if question_id in seen:
-                    raise _LineError(f"duplicate question id {question_id!r} (first on line {seen[question_id]})")
+                    raise LineError(f"duplicate question id {question_id!r} (first on line {seen[question_id]})")
                 k = num_choices[question_id]
                 index = _as_index(row["prediction"])
                 if not -1 <= index < k:
-                    raise _LineError(f"prediction {index} out of range for question {question_id} with {k} options")
+                    raise LineError(f"prediction {index} out of range for question {question_id} with {k} options")
                 confidence = _as_confidence(row.get("confidence"))
                 scores = _as_scores(row.get("option_scores"))
                 if scores is not None and len(scores) != k:
-                    raise _LineError(f"option_scores has {len(scores)} values for {k} options")
-            except _LineError as exc:
+                    raise LineError(f"option_scores has {len(scores)} values for {k} options")
+            except LineError as exc:
                 raise PredictionsImportError(f"{path.name} line {line_number}: {exc}") from None
             seen[question_id] = line_number
             out["model"].append(model)

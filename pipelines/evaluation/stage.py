@@ -288,7 +288,7 @@ def reserved_name_reason(model: str) -> str | None:
     return None
 
 
-def import_predictions_file(home: DataHome, path: Path, model: str) -> dict:
+def import_predictions_file(home: DataHome, path: Path, model: str, fmt: str = "auto") -> dict:
     """Validate and store predictions from a file; returns figures (rows, per split the
     questions with a key and how many of them have no prediction). Raises ValueError."""
 
@@ -301,7 +301,7 @@ def import_predictions_file(home: DataHome, path: Path, model: str) -> dict:
     questions = load_questions(home)
     # preds.txt lines follow the exported test split's row order
     ordered = export_order(questions).rename({"export_position": "order"})
-    imported = import_predictions(path, model, ordered, order_by="order")
+    imported = import_predictions(path, model, ordered, order_by="order", fmt=fmt)
     joined = imported.join(questions.select("question_id", "split", "answer_idx"), on="question_id", how="left")
     unkeyed = joined.filter(pl.col("answer_idx") < 0).sort("source_line")
     if unkeyed.height:

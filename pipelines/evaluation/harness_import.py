@@ -1,0 +1,187 @@
+"""Read the outputs of evaluation harnesses run on a ``stemforge export`` (``stemforge eval``).
+
+- VLMEvalKit's prediction table ``<model>_stemforge_<split>.xlsx`` (or ``.tsv``/``.csv`` with
+  ``PRED_FORMAT``): the exported columns plus ``prediction`` (the model's text). The row's
+  ``question_id`` column names the question; the letter is found in the text by
+  ``infer_letter`` (VLMEvalKit's ``can_infer``), matched against the option texts as they
+  were exported.
+- lmms-eval's per-sample log (``--log_samples``: ``<date>_samples_stemforge_<split>.jsonl``):
+  one object per doc; the ``stemforge_accuracy`` value our task's ``process_results`` logs
+  gives ``question_id`` and the letter (an older lmms-eval that logs ``doc`` instead: the
+  doc's ``question_id`` and the letter inferred from ``filtered_resps``).
+
+Both yield ``(line, {"question_id", "prediction"})`` rows to ``import_predictions``, which
+validates them like any predictions file; a text with no option letter is prediction -1
+(no answer, scored wrong).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import string
+from pathlib import Path
+
+import polars as pl
+
+from pipelines.dataset.harness_export import row_pictures
+from pipelines.dataset.lmms_eval_task import infer_letter
+from pipelines.evaluation.prediction_errors import LineError, PredictionsImportError
+
+HARNESS_IMPORT_FORMATS = ("vlmevalkit", "lmms-eval")
+IMPORT_FORMATS = ("auto", "stemforge", *HARNESS_IMPORT_FORMATS)
+QUESTION_COLUMNS = ("question_id", "problem_image", "choices", "choice_images")
+VLMEVALKIT_COLUMNS = ("index", "question_id", "prediction")
+LMMS_METRIC = "stemforge_accuracy"
+
+
+def detect_format(path: Path) -> str:
+    """``vlmevalkit``, ``lmms-eval`` or ``stemforge`` (our own JSONL/CSV/preds.txt), from the
+    file name and, for ``.csv`` and JSON lines, the header or first object."""
+    suffix = path.suffix.lower()
+    if suffix in (".xlsx", ".tsv"):
+        return "vlmevalkit"
+    if suffix == ".csv":
+        with path.open("r", encoding="utf-8-sig", newline="", errors="replace") as handle:
+            header = next(csv.reader(handle), [])
+        return "vlmevalkit" if {"index", "prediction", "A"} <= {h.strip() for h in header} else "stemforge"
+    if suffix in (".jsonl", ".json", ".ndjson"):
+        with path.open("r", encoding="utf-8-sig", errors="replace") as handle:
+            for line in handle:
+                if line.strip():
+                    try:
+                        first = json.loads(line)
+                    except json.JSONDecodeError:
+                        return "stemforge"
+                    return "lmms-eval" if isinstance(first, dict) and "doc_id" in first else "stemforge"
+    return "stemforge"
+
+
+def _options_by_question(questions: pl.DataFrame) -> dict[str, dict[str, str]]:
+    missing = [c for c in QUESTION_COLUMNS if c not in questions.columns]
+    if missing:
+        raise PredictionsImportError(f"questions table lacks column {missing[0]!r}")
+    out = {}
+    for r in questions.select(QUESTION_COLUMNS).iter_rows(named=True):
+        options, _, _ = row_pictures(r)
+        out[r["question_id"]] = {string.ascii_uppercase[i]: text for i, text in enumerate(options)}
+    return out
+
+
+def _letter_index(letter: str | None) -> int:
+    return -1 if not letter else string.ascii_uppercase.index(letter)
+
+
+def _cell_text(value) -> str:
+    if value is None:
+        return "nan"  # pandas reads an empty cell as NaN; VLMEvalKit then matches str(nan)
+    return str(value)
+
+
+def _table_rows(path: Path):
+    """(line, {column: cell}) of a VLMEvalKit table; the header is line 1."""
+    if path.suffix.lower() == ".xlsx":
+        from openpyxl import load_workbook
+
+        try:
+            book = load_workbook(path, read_only=True, data_only=True)
+        except Exception as exc:  # a file that is no workbook: zip, XML and key errors alike
+            raise PredictionsImportError(f"{path.name}: not a readable .xlsx workbook ({type(exc).__name__})") from None
+        try:
+            sheet = book.worksheets[0]
+            rows = sheet.iter_rows(values_only=True)
+            header = [str(h).strip() if h is not None else "" for h in next(rows, ())]
+            yield 1, header
+            for line, cells in enumerate(rows, start=2):
+                if all(c is None for c in cells):
+                    continue
+                yield line, dict(zip(header, cells))
+        finally:
+            book.close()
+        return
+    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    with path.open("r", encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle, delimiter=delimiter)
+        header = [h.strip() for h in next(reader, [])]
+        yield 1, header
+        while True:
+            start = reader.line_num + 1
+            try:
+                cells = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                yield start, LineError(f"malformed {path.suffix[1:].upper()} ({exc})")
+                continue
+            if not cells or all(not c.strip() for c in cells):
+                continue
+            if len(cells) != len(header):
+                yield start, LineError(f"expected {len(header)} cells, found {len(cells)}")
+                continue
+            yield start, {k: (v if v != "" else None) for k, v in zip(header, cells)}
+
+
+def read_vlmevalkit(path: Path, questions: pl.DataFrame):
+    options = _options_by_question(questions)
+    rows = _table_rows(path)
+    _, header = next(rows, (1, []))
+    for column in VLMEVALKIT_COLUMNS:
+        if column not in header:
+            hint = " (export with `stemforge export --format vlmevalkit`, which adds it)" if column == "question_id" else ""
+            raise PredictionsImportError(f"{path.name} line 1: VLMEvalKit table lacks column {column!r}{hint}")
+    for line, row in rows:
+        if isinstance(row, LineError):
+            yield line, row
+            continue
+        question_id = row.get("question_id")
+        question_id = str(question_id).strip() if question_id is not None else ""
+        choices = options.get(question_id)
+        if choices is None:
+            yield line, {"question_id": question_id, "prediction": 0}  # refused as unknown (or missing) id
+            continue
+        yield line, {"question_id": question_id,
+                     "prediction": _letter_index(infer_letter(_cell_text(row.get("prediction")), dict(choices)))}
+
+
+def _response_text(sample: dict) -> str:
+    value = sample.get("filtered_resps", sample.get("resps"))
+    while isinstance(value, list):
+        value = value[0] if value else ""
+    return "" if value is None else str(value)
+
+
+def read_lmms_eval(path: Path, questions: pl.DataFrame):
+    options = _options_by_question(questions)
+    with path.open("r", encoding="utf-8-sig") as handle:
+        for line, text in enumerate(handle, start=1):
+            if not text.strip():
+                continue
+            try:
+                sample = json.loads(text)
+            except json.JSONDecodeError as exc:
+                yield line, LineError(f"malformed JSON ({exc.msg})")
+                continue
+            if not isinstance(sample, dict) or "doc_id" not in sample:
+                yield line, LineError("expected an lmms-eval sample (an object with doc_id)")
+                continue
+            logged = sample.get(LMMS_METRIC)
+            doc = sample.get("doc") if isinstance(sample.get("doc"), dict) else {}
+            question_id = logged.get("question_id") if isinstance(logged, dict) else doc.get("question_id")
+            if not isinstance(question_id, str) or not question_id:
+                yield line, LineError(
+                    f"no question_id in the sample (neither {LMMS_METRIC} nor doc carries one); "
+                    "run the task `stemforge export --format lmms-eval` writes"
+                )
+                continue
+            choices = options.get(question_id)
+            if choices is None:
+                yield line, {"question_id": question_id, "prediction": 0}  # refused as an unknown id
+                continue
+            if isinstance(logged, dict) and "prediction" in logged:
+                letter = logged["prediction"]
+                if not isinstance(letter, str) or (letter and letter not in choices):
+                    yield line, LineError(f"{LMMS_METRIC} prediction {letter!r} is not an option letter of question {question_id}")
+                    continue
+            else:
+                letter = infer_letter(_response_text(sample), dict(choices))
+            yield line, {"question_id": question_id, "prediction": _letter_index(letter)}
