@@ -56,9 +56,7 @@ def cap_per_skill(questions: pl.DataFrame, cap: int = DEFAULT_CAP_PER_SKILL, see
     if questions.height == 0:
         return questions, _quarantine_frame(questions, "cap", "")
     ranked = questions.with_columns(
-        pl.col("question_id")
-        .map_elements(lambda qid: cap_rank_key(qid, seed), return_dtype=pl.UInt64)
-        .alias("_cap_key")
+        pl.Series("_cap_key", [cap_rank_key(qid, seed) for qid in questions["question_id"].to_list()], dtype=pl.UInt64)
     ).with_columns(
         pl.col("_cap_key").rank("ordinal").over(["subject", "skill"]).alias("_cap_rank")
     )

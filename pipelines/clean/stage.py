@@ -4,15 +4,20 @@
 Each stage reads its inputs from the lake, calls the library, writes its outputs to the lake
 and returns a small dict of figures for the asset's metadata. Every stage is memoized
 (``pipelines.store.memo``): it declares its input files, the settings it depends on and its
-outputs, and is skipped, writing nothing, when none of them (nor its code) changed.
+outputs, and is skipped, writing nothing, when none of them (nor its code) changed. When it
+does run, the LaTeX stage reuses the rows whose input is unchanged (``pipelines.store.row_reuse``).
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import polars as pl
 from PIL import Image
 
-from pipelines.clean.dedup import DedupConfig, ImageIndex, deduplicate, figure_families
+from pipelines.clean.dedup import DedupConfig, ImageIndex, deduplicate
+from pipelines.clean.dedup.dedup import TextForms, family_groups
+from pipelines.clean.dedup.graph_state import GraphState, SavedState
 from pipelines.clean.dedup.phash import image_descriptors
 from pipelines.clean.filtering import cap_per_skill, keep_multimodal
 from pipelines.clean.latex.convert import convert_text
@@ -20,7 +25,9 @@ from pipelines.settings import BuildSettings
 from pipelines.store.home import DataHome
 from pipelines.store.images import ImageStore
 from pipelines.store.lake import lake, lake_files, read_lake, read_raw_questions, write_quarantine, write_table
+from pipelines.store.code_deps import code_digest_of
 from pipelines.store.memo import memoized
+from pipelines.store.row_reuse import RowReuse
 from pipelines.store.records import IMAGES_SCHEMA
 
 
@@ -106,18 +113,40 @@ def dedup_stage(home: DataHome, settings: BuildSettings) -> dict:
     )
 
 
+DEDUP_STATE = ("near_nodes", "near_edges", "family_nodes", "family_edges", "texts")
+
+
+def dedup_state(home: DataHome, settings: BuildSettings, config: DedupConfig) -> SavedState:
+    """The dedup stage's graphs and text forms, kept for the next run (``graph_state``)."""
+    return SavedState(home.lake / "state" / "dedup", DEDUP_STATE, {
+        "settings": {"cap_per_skill": settings.cap_per_skill, "seed": settings.seed},
+        "config": asdict(config),
+        "code": code_digest_of(_dedup),
+    })
+
+
 def _dedup(home: DataHome, settings: BuildSettings) -> dict:
 
     questions = read_lake(home, "multimodal")
     images = ImageIndex.from_table(read_lake(home, "images"))
-    result = deduplicate(questions, images, DedupConfig())
+    config = DedupConfig()
+    saved = dedup_state(home, settings, config)
+    previous, refused = saved.load()
+    texts = TextForms.from_frame(previous["texts"] if previous else None)
+    near = GraphState(previous["near_nodes"], previous["near_edges"]) if previous else None
+    result = deduplicate(questions, images, config, previous=near, texts=texts)
     kept, over_cap = cap_per_skill(result.kept, settings.cap_per_skill, settings.seed)
-    kept = figure_families(kept.sort("question_id"), images, DedupConfig())
+    families_before = GraphState(previous["family_nodes"], previous["family_edges"]) if previous else None
+    families = family_groups(kept.sort("question_id"), images, config, previous=families_before, texts=texts)
+    kept = families.kept
     family_sizes = kept.group_by("duplicate_group").len()["len"]
     write_table(kept, lake(home, "deduplicated"))
     write_table(result.duplicates.sort("kept_question_id", "source", "source_key"), lake(home, "duplicates"))
     write_quarantine(home, "dedup", result.quarantine)
     write_quarantine(home, "cap", over_cap)
+    saved.save({"near_nodes": result.state.nodes, "near_edges": result.state.edges,
+                "family_nodes": families.state.nodes, "family_edges": families.state.edges,
+                "texts": texts.frame()})
     kinds = result.duplicates.group_by("kind").len().sort("kind")
     return {
         "input": questions.height,
@@ -128,6 +157,9 @@ def _dedup(home: DataHome, settings: BuildSettings) -> dict:
         "over_cap": over_cap.height,
         "families": family_sizes.len(),
         "questions_in_shared_families": int(family_sizes.filter(family_sizes > 1).sum()),
+        "groups_computed": result.nodes_computed,
+        "families_computed": families.nodes_computed,
+        **({"reuse_refused": refused} if refused else {}),
     }
 
 
@@ -139,17 +171,61 @@ def latex_stage(home: DataHome) -> dict:
     )
 
 
-def _latex(home: DataHome) -> dict:
+LATEX_READS = ("problem", "choices")
+LATEX_FAILURE_SCHEMA = {"question_id": pl.String, "field": pl.String, "text": pl.String, "error": pl.String}
 
+
+def _latex(home: DataHome) -> dict:
+    """Convert the formulas of every question's texts; a question whose problem and choices are
+    unchanged since the last run keeps its previous conversion (``pipelines.store.row_reuse``)."""
     questions = read_lake(home, "deduplicated")
-    problems, failures, converted = [], [], 0
-    new_choices = []
+    out_path, failures_path = lake(home, "latex"), lake(home, "latex_failures")
+    reuse = RowReuse(home, "latex", key="question_id", columns=LATEX_READS, outputs=[out_path, failures_path],
+                     code=_convert_rows)
+    plan = reuse.plan(questions)
+    converted, failures = _convert_rows(plan.todo)
+    if plan.reused.height:
+        converted = pl.concat([plan.previous(pl.read_parquet(out_path, columns=["question_id", *LATEX_READS])),
+                               converted])
+        failures = pl.concat([plan.previous(pl.read_parquet(failures_path)), failures])
+    joined = questions.join(
+        converted.rename({"problem": "_problem", "choices": "_choices"}), on="question_id", how="left",
+        maintain_order="left",
+    )
+    out = joined.with_columns(
+        pl.col("problem").alias("problem_original"),
+        pl.col("_problem").alias("problem"),
+        pl.col("_choices").alias("choices"),
+    ).drop("_problem", "_choices").rechunk()
+    write_table(out, out_path)
+    # failures in the order of the questions, a question's problem before its choices
+    position = questions.select("question_id").with_row_index("_position")
+    failures = failures.join(position, on="question_id").with_columns(
+        pl.when(pl.col("field") == "problem").then(-1)
+        .otherwise(pl.col("field").str.strip_prefix("choice ").cast(pl.Int64, strict=False)).alias("_field")
+    ).sort("_position", "_field").drop("_position", "_field").rechunk()
+    write_table(failures, failures_path)
+    reuse.save(plan)
+    return {"questions": out.height, "texts_converted": texts_converted(joined), "validation_failures": failures.height,
+            **plan.figures()}
+
+
+def texts_converted(joined: pl.DataFrame) -> int:
+    """How many problem and option texts the conversion changed (``LatexConversion.changed``:
+    the text differs), from the input columns beside the converted ``_problem`` / ``_choices``."""
+    problems = int((joined["problem"] != joined["_problem"]).sum())
+    options = joined.select(pl.col("choices").explode(), pl.col("_choices").explode())
+    return problems + int((options["choices"] != options["_choices"]).sum())
+
+
+def _convert_rows(questions: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(question_id, converted problem, converted choices) and the validation failures of ``questions``."""
+    problems, failures, new_choices = [], [], []
     for qid, problem, choices in zip(
         questions["question_id"].to_list(), questions["problem"].to_list(), questions["choices"].to_list()
     ):
         result = convert_text(problem)
         problems.append(result.text)
-        converted += int(result.changed)
         if result.error:
             failures.append({"question_id": qid, "field": "problem", "text": problem, "error": result.error})
         if choices is None:
@@ -159,18 +235,12 @@ def _latex(home: DataHome) -> dict:
         for i, choice in enumerate(choices):
             r = convert_text(choice)
             row.append(r.text)
-            converted += int(r.changed)
             if r.error:
                 failures.append({"question_id": qid, "field": f"choice {i}", "text": choice, "error": r.error})
         new_choices.append(row)
-    out = questions.with_columns(
-        pl.col("problem").alias("problem_original"),
-        pl.Series("problem", problems, dtype=pl.String),
-        pl.Series("choices", new_choices, dtype=pl.List(pl.String)),
-    )
-    write_table(out, lake(home, "latex"))
-    failure_frame = pl.DataFrame(
-        failures, schema={"question_id": pl.String, "field": pl.String, "text": pl.String, "error": pl.String}
-    )
-    write_table(failure_frame, lake(home, "latex_failures"))
-    return {"questions": out.height, "texts_converted": converted, "validation_failures": len(failures)}
+    converted = pl.DataFrame({
+        "question_id": questions["question_id"],
+        "problem": pl.Series("problem", problems, dtype=pl.String),
+        "choices": pl.Series("choices", new_choices, dtype=pl.List(pl.String)),
+    })
+    return converted, pl.DataFrame(failures, schema=LATEX_FAILURE_SCHEMA)

@@ -11,24 +11,31 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import hashlib
 import io
 import json
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from PIL import Image
 
+from pipelines.store.code_deps import code_digest_of
 from pipelines.store.images import ImageStore
-from pipelines.store.atomic import describe_os_error, fsync_directory, remove_stale_temporaries, temporary_path
+from pipelines.store.memo import file_identity
+from pipelines.store.row_reuse import row_digests
+from pipelines.store.atomic import atomic_write_bytes, describe_os_error, fsync_directory, remove_stale_temporaries, temporary_path
+from pipelines.store.checksums import MANIFEST_NAME, checksum_lines, sha256_file
 from pipelines.parallel import forked_pool, shared, sharing, worker_count
 from pipelines.dataset.split import SPLITS
+from pipelines.dataset.dataset_card import CARD_NAME, BuildFacts, write_dataset_card
 
 STEM_SCHEMA = pa.schema(
     [
@@ -51,11 +58,43 @@ DEFAULT_ROWS_PER_SHARD = 5000
 PREVIOUS_EXPORT_GRACE_SECONDS = 10.0
 
 
-def png_bytes(store: ImageStore, image_hash: str) -> bytes:
-    """The stored image as PNG bytes (converted deterministically when stored otherwise)."""
+def png_bytes(store: ImageStore, image_hash: str, converted: Path | None = None) -> bytes:
+    """The stored image as PNG bytes (converted deterministically when stored otherwise).
+
+    ``converted``: a folder keeping conversions (``<image_hash>.png``) for the next call."""
     data, ext = store.read(image_hash)
     if ext == "png":
         return data
+    if converted is not None:
+        try:
+            return (converted / f"{image_hash}.png").read_bytes()
+        except FileNotFoundError:
+            pass
+        png = _converted_png(data)
+        try:
+            atomic_write_bytes(converted / f"{image_hash}.png", png, sweep=False, checksum=False)
+        except OSError:
+            pass  # only a cache
+        return png
+    return _converted_png(data)
+
+
+def conversion_cache(folder: Path) -> Path:
+    """The folder of ``png_bytes``'s conversions made by this code and Pillow version, under
+    ``folder`` (those of other versions are removed)."""
+    import PIL
+
+    context = hashlib.sha256(f"{code_digest_of(png_bytes)} {PIL.__version__}".encode()).hexdigest()[:16]
+    current = Path(folder) / context
+    if Path(folder).is_dir():
+        for entry in Path(folder).iterdir():
+            if entry.name != context:
+                shutil.rmtree(entry, ignore_errors=True)
+    current.mkdir(parents=True, exist_ok=True)
+    return current
+
+
+def _converted_png(data: bytes) -> bytes:
     with Image.open(io.BytesIO(data)) as im:
         im.load()
         if im.mode not in ("1", "L", "LA", "P", "RGB", "RGBA"):
@@ -77,57 +116,72 @@ class ExportResult:
     data_dir: Path
     files: list[Path]
     rows: dict[str, int]
+    # content digest of each shard -> its name, identity and sha256: ``previous_shards`` of the next export
+    shards: dict = field(default_factory=dict)
+    shards_written: int = 0
+    shards_kept: int = 0
 
 
 # the questions columns a shard is made of
 SHARD_INPUT_COLUMNS = ("subject", "grade", "skill", "problem", "problem_image", "choices", "choice_images", "answer_idx")
 
 
-def _split_table(rows: pa.Table, store: ImageStore, public_test: bool) -> pa.Table:
-    columns: dict[str, list] = {name: [] for name in STEM_SCHEMA.names}
-    pngs: dict[str, bytes] = {}  # one shard's images; a picture shared by questions is read once
+def _split_table(rows: pa.Table, store: ImageStore, public_test: bool, *, converted: Path | None = None) -> pa.Table:
+    """One shard's table in the release schema; each picture of the shard is read once."""
+    rows = rows.combine_chunks()
+    problem_image = rows.column("problem_image").combine_chunks().cast(pa.string())
+    choice_images = rows.column("choice_images").combine_chunks().cast(pa.list_(pa.string()))
+    option_hashes = choice_images.flatten()
+    names = pc.unique(pa.concat_arrays([problem_image.drop_null(), option_hashes.drop_null()]).cast(pa.string()))
+    pictures = pa.array([png_bytes(store, h, converted) for h in names.to_pylist()], type=pa.binary())
 
-    def png(image_hash: str) -> bytes:
-        data = pngs.get(image_hash)
-        if data is None:
-            data = pngs[image_hash] = png_bytes(store, image_hash)
-        return data
+    def embedded(hashes: pa.Array) -> pa.Array:
+        return pictures.take(pc.index_in(hashes, value_set=names))
 
-    for r in rows.to_pylist():
-        pic_choice = r["choice_images"] is not None
-        columns["subject"].append(r["subject"])
-        columns["grade"].append(r["grade"])
-        columns["skill"].append(r["skill"])
-        columns["pic_choice"].append(pic_choice)
-        columns["pic_prob"].append(r["problem_image"] is not None)
-        columns["problem"].append(r["problem"])
-        columns["problem_pic"].append(png(r["problem_image"]) if r["problem_image"] else None)
-        columns["choices"].append(None if pic_choice else list(r["choices"]))
-        columns["choices_pic"].append([png(h) for h in r["choice_images"]] if pic_choice else None)
-        columns["answer_idx"].append(-1 if public_test else int(r["answer_idx"]))
-    return pa.Table.from_pydict(columns, schema=STEM_SCHEMA)
+    pic_choice = pc.is_valid(choice_images)
+    choices_pic = pa.ListArray.from_arrays(
+        choice_images.offsets, embedded(option_hashes), mask=pc.invert(pic_choice)
+    ) if len(choice_images) else pa.array([], type=pa.list_(pa.binary()))
+    choices = rows.column("choices").combine_chunks().cast(pa.list_(pa.string()))
+    answers = rows.column("answer_idx").combine_chunks().cast(pa.int64())
+    columns = {
+        "subject": rows.column("subject").combine_chunks().cast(pa.string()),
+        "grade": rows.column("grade").combine_chunks().cast(pa.string()),
+        "skill": rows.column("skill").combine_chunks().cast(pa.string()),
+        "pic_choice": pic_choice,
+        "pic_prob": pc.is_valid(problem_image),
+        "problem": rows.column("problem").combine_chunks().cast(pa.string()),
+        "problem_pic": embedded(problem_image),
+        "choices": pc.if_else(pic_choice, pa.nulls(len(choices), pa.list_(pa.string())), choices),
+        "choices_pic": choices_pic.cast(pa.list_(pa.binary())),
+        "answer_idx": pa.array([-1] * len(answers), pa.int64()) if public_test else answers,
+    }
+    return pa.Table.from_arrays([columns[name] for name in STEM_SCHEMA.names], schema=STEM_SCHEMA)
 
 
 # Below this many rows per worker, forking workers costs more than it saves.
 MIN_ROWS_PER_WORKER = 10_000
 
 
-def _write_shard(split: str, start: int, length: int, store_root: Path, public_test: bool, path: Path) -> None:
+def _write_shard(split: str, start: int, length: int, store_root: Path, public_test: bool, converted: Path | None,
+                 path: Path) -> tuple[str, bool]:
+    """Write one shard; returns its sha256 (hashed by the worker, while the bytes are in the page
+    cache) and whether the table written met the release invariants (``_shard_is_valid``)."""
     rows = shared(f"export-rows:{split}").slice(start, length)
-    table = _split_table(rows, ImageStore(store_root), public_test)
+    keep = {"converted": converted} if converted is not None else {}
+    table = _split_table(rows, ImageStore(store_root), public_test, **keep)
     pq.write_table(table, path, compression="zstd", row_group_size=1000)
+    return sha256_file(path), _shard_is_valid(table, split)
 
 
-def _write_shards(tables: dict[str, pa.Table], jobs: list[tuple], workers: int | None) -> None:
+def _write_shards(tables: dict[str, pa.Table], jobs: list[tuple], workers: int | None) -> list[tuple[str, bool]]:
+    """Write the shards of ``jobs``; returns (sha256, valid) in the order of ``jobs``."""
     workers = min(worker_count(sum(t.num_rows for t in tables.values()), MIN_ROWS_PER_WORKER, workers), len(jobs))
     with sharing({f"export-rows:{split}": table for split, table in tables.items()}):
         if workers <= 1:
-            for job in jobs:
-                _write_shard(*job)
-            return
+            return [_write_shard(*job) for job in jobs]
         with forked_pool(workers) as pool:
-            for future in [pool.submit(_write_shard, *job) for job in jobs]:
-                future.result()
+            return [future.result() for future in [pool.submit(_write_shard, *job) for job in jobs]]
 
 
 class ExportError(RuntimeError):
@@ -139,7 +193,9 @@ class ExportRefused(ExportError):
     """The staged export failed the release invariants; the previous export is unchanged."""
 
 
-EXPORT_FILES = ("data", "index.parquet", "test_answer_key.jsonl")
+# the checksum of every file the export writes, one ``sha256sum`` line each (``pipelines.store.checksums``)
+EXPORT_MANIFEST = MANIFEST_NAME
+EXPORT_FILES = ("data", "index.parquet", "test_answer_key.jsonl", CARD_NAME, EXPORT_MANIFEST)
 
 
 def write_stem_export(
@@ -150,11 +206,14 @@ def write_stem_export(
     rows_per_shard: int = DEFAULT_ROWS_PER_SHARD,
     hide_test_answers: bool = True,
     workers: int | None = None,
-    validate: Callable[[Path], list[str]] | None = None,
+    validate: Callable[..., list[str]] | None = None,
+    card: BuildFacts | None = None,
+    previous_shards: dict | None = None,
+    conversions: Path | None = None,
 ) -> ExportResult:
     """Write the release layout under ``export_root`` (``.../export/stem``) atomically.
 
-    The whole new ``export_root`` (``data/``, ``index.parquet``, ``test_answer_key.jsonl``)
+    The whole new ``export_root`` (``data/``, ``index.parquet``, ``test_answer_key.jsonl``, ``README.md``)
     is assembled in a staging folder beside it and exchanged with the published one in a
     single rename, so a reader always finds ``data/`` with a complete set of shards of one
     version, and the index and answer key that belong to them. The replaced export stays at
@@ -165,8 +224,17 @@ def write_stem_export(
     Shards are written by ``workers`` processes (default: one per CPU once there are at least
     ``MIN_ROWS_PER_WORKER`` rows each); the files are the same bytes whatever the count.
 
-    ``validate`` (given the staged ``data/`` folder, returning problems) runs before the
-    swap: with any problem nothing is published and ``ExportRefused`` names the first.
+    ``validate`` (given the staged ``data/`` folder and the shards to read, returning
+    problems) runs before the swap: with any problem nothing is published and
+    ``ExportRefused`` names the first. Every shard written is checked in memory against the
+    same invariants; ``validate`` reads back only those that failed (none, usually) to name
+    the problems. Kept shards passed before, byte for byte.
+
+    ``previous_shards`` (the ``shards`` of the previous result for this ``export_root``): a
+    shard whose content (its rows' input columns, digested, and whether it hides answers) is
+    that of a published shard is not written again: the published file is linked under its
+    new name (same bytes, same file). Everything else is written as in a first export.
+    ``conversions``: a folder where pictures converted to PNG are kept between exports.
     """
     if rows_per_shard <= 0:
         raise ValueError(f"rows_per_shard must be positive, got {rows_per_shard}")
@@ -183,26 +251,49 @@ def write_stem_export(
     ordered = export_order(questions)
     rows: dict[str, int] = {}
     try:
+        converted = conversion_cache(conversions) if conversions is not None else None
+    except OSError:
+        converted = None
+    try:
         data_dir = staging / "data"
         data_dir.mkdir()
-        tables, jobs = {}, []
+        tables, jobs, contents, digests, kept = {}, [], [], {}, {}
+        context = _shard_context()
         for split in SPLITS:
             part = ordered.filter(pl.col("split") == split)
             rows[split] = part.height
             tables[split] = part.select(SHARD_INPUT_COLUMNS).to_arrow()  # workers get Arrow, not Polars
             shards = max(1, -(-part.height // rows_per_shard))
             public_test = split == "test" and hide_test_answers
+            row_hashes = row_digests(part, ["question_id"], SHARD_INPUT_COLUMNS)
             for i in range(shards):
                 path = data_dir / f"{split}-{i:05d}-of-{shards:05d}.parquet"
-                jobs.append((split, i * rows_per_shard, rows_per_shard, store.root, public_test, path))
-        _write_shards(tables, jobs, workers)
+                content = _shard_content(context, row_hashes.slice(i * rows_per_shard, rows_per_shard), public_test)
+                if _link_published(export_root, (previous_shards or {}).get(content), path):
+                    kept[content] = {**previous_shards[content], "name": path.name}
+                    digests[f"data/{path.name}"] = previous_shards[content]["sha256"]
+                    continue
+                contents.append(content)
+                jobs.append((split, i * rows_per_shard, rows_per_shard, store.root, public_test, converted, path))
+        written = _write_shards(tables, jobs, workers)
+        shard_record = dict(kept)
+        for job, content, (digest, _) in zip(jobs, contents, written):
+            digests[f"data/{job[-1].name}"] = digest
+            shard_record[content] = {"name": job[-1].name, "sha256": digest}
         index = ordered.select("split", "export_position", "question_id")
         pq.write_table(index.to_arrow(), staging / "index.parquet", compression="zstd")
         with open(staging / "test_answer_key.jsonl", "w", encoding="utf-8") as f:
             for r in ordered.filter(pl.col("split") == "test").iter_rows(named=True):
                 f.write(json.dumps({"index": r["export_position"], "question_id": r["question_id"],
                                     "answer_idx": r["answer_idx"]}) + "\n")
-        problems = validate(data_dir) if validate is not None else []
+        write_dataset_card(staging, ordered, card, hide_test_answers)  # the Hugging Face dataset card
+        for name in ("index.parquet", "test_answer_key.jsonl", CARD_NAME):
+            digests[name] = sha256_file(staging / name)
+        (staging / EXPORT_MANIFEST).write_text(checksum_lines(digests), encoding="utf-8")
+        # the shards kept passed before; those written were checked in memory: ``validate``
+        # reads back only the ones that failed, to name their problems
+        suspects = [job[-1] for job, (_, valid) in zip(jobs, written) if not valid]
+        problems = validate(data_dir, suspects) if validate is not None else []
         if problems:
             raise ExportRefused(
                 f"{len(problems)} problem(s), first: {problems[0]}; the previous export is kept"
@@ -223,7 +314,41 @@ def write_stem_export(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     final_dir = export_root / "data"
-    return ExportResult(final_dir, sorted(final_dir.glob("*.parquet")), rows)
+    for entry in shard_record.values():
+        entry.update(file_identity(final_dir / entry["name"]) or {})
+    return ExportResult(final_dir, sorted(final_dir.glob("*.parquet")), rows, shard_record,
+                        shards_written=len(jobs), shards_kept=len(kept))
+
+
+def _shard_context() -> str:
+    """What a shard's bytes depend on besides its rows: this code and the libraries'."""
+    import PIL
+
+    return hashlib.sha256(json.dumps([
+        code_digest_of(write_stem_export), pa.__version__, pl.__version__, PIL.__version__,
+    ]).encode()).hexdigest()
+
+
+def _shard_content(context: str, row_hashes: pl.DataFrame, public_test: bool) -> str:
+    hasher = hashlib.sha256(f"{context} {public_test} {row_hashes.height}\n".encode())
+    for name in ("digest_a", "digest_b"):
+        hasher.update(row_hashes[name].to_numpy().tobytes())
+    return hasher.hexdigest()
+
+
+def _link_published(export_root: Path, entry: dict | None, path: Path) -> bool:
+    """Link the published shard ``entry`` describes to ``path``, when it is still that file."""
+    if not entry:
+        return False
+    published = export_root / "data" / entry["name"]
+    identity = file_identity(published)
+    if identity is None or any(entry.get(k) != v for k, v in identity.items()):
+        return False
+    try:
+        os.link(published, path)
+    except OSError:
+        return False
+    return True
 
 
 def previous_export(export_root: Path) -> Path:
@@ -338,19 +463,44 @@ def statistics_markdown(stats: pl.DataFrame) -> str:
     return header + "\n".join(lines)
 
 
-def check_release_invariants(data_dir: Path) -> list[str]:
-    """Problems with an export folder against the public release's invariants (empty = fine)."""
+def check_release_invariants(data_dir: Path, files: list[Path] | None = None) -> list[str]:
+    """Problems with an export folder against the public release's invariants (empty = fine);
+    ``files``: check only these shards of it."""
     problems: list[str] = []
+    if files is not None:
+        return _shard_problems(sorted(files), problems)
     files = sorted(Path(data_dir).glob("*.parquet"))
     if not files:
         return [f"no Parquet shards in {data_dir}"]
+    return _shard_problems(files, problems)
+
+
+def _shard_is_valid(table: pa.Table, split: str) -> bool:
+    """The invariants of ``_shard_problems`` on whole columns (no Python object per picture)."""
+    choices, pictures = table.column("choices"), table.column("choices_pic")
+    has_pictures = pc.is_valid(pictures)
+    k = pc.coalesce(pc.list_value_length(choices), pc.list_value_length(pictures))
+    answer = table.column("answer_idx")
+    checks = [
+        pc.xor(pc.is_valid(choices), has_pictures),
+        pc.equal(table.column("pic_choice"), has_pictures),
+        pc.equal(table.column("pic_prob"), pc.is_valid(table.column("problem_pic"))),
+        pc.and_(pc.greater_equal(k, 2), pc.less_equal(k, 5)),
+        pc.equal(answer, -1) if split == "test" else pc.and_(pc.greater_equal(answer, 0), pc.less(answer, k)),
+    ]
+    return all(pc.all(pc.fill_null(check, False)).as_py() is not False for check in checks)
+
+
+def _shard_problems(files: list[Path], problems: list[str]) -> list[str]:
     for path in files:
         split = path.name.split("-", 1)[0]
         table = pq.read_table(path)
         if table.schema != STEM_SCHEMA:
             problems.append(f"{path.name}: schema differs from the release")
             continue
-        rows = table.to_pylist()
+        if _shard_is_valid(table, split):
+            continue
+        rows = table.to_pylist()  # name every problem of this shard
         for i, r in enumerate(rows):
             where = f"{path.name} row {i}"
             if (r["choices"] is None) == (r["choices_pic"] is None):

@@ -79,13 +79,19 @@ def read_ledger(ledger: pl.DataFrame | None) -> pl.DataFrame:
     return ledger.select(list(LEDGER_SCHEMA)).cast(LEDGER_SCHEMA)
 
 
-def _ledgered_split(members: list[str], known: dict[str, str]) -> str | None:
-    held = [(known[m], m) for m in members if m in known]
-    if not held:
-        return None
-    counts = Counter(split for split, _ in held)
-    top = max(counts.values())
-    return min((m, split) for split, m in held if counts[split] == top)[1]
+def _ledgered_splits(members: pl.DataFrame, ledger: pl.DataFrame) -> pl.DataFrame:
+    """(duplicate_group, split) of the families with a ledgered member: the split holding most of
+    its ledgered members (ties: the split of its smallest ledgered member)."""
+    held = members.join(
+        ledger.select(pl.col("question_id").alias("member"), "split"), on="member", how="inner"
+    )
+    return (
+        held.group_by("duplicate_group", "split")
+        .agg(pl.len().alias("_held"), pl.col("member").min().alias("_first"))
+        .sort("duplicate_group", "_held", "_first", descending=[False, True, False])
+        .unique(subset="duplicate_group", keep="first", maintain_order=True)
+        .select("duplicate_group", "split")
+    )
 
 
 def assign_splits(
@@ -97,11 +103,12 @@ def assign_splits(
 
     ``questions`` needs ``duplicate_group``, ``subject``, ``skill`` and optionally
     ``question_id`` (else each row's group stands for it in the ledger) and ``source_split``.
-    The ledger keeps the rows of questions that are gone."""
+    The ledger keeps the rows of questions that are gone.
+
+    Families the ledger (or the source) already places are looked up in bulk; only the new
+    families are dealt one by one, so a rebuild after a small change deals only what changed."""
     ratios = config.ratios()
     ledger = read_ledger(ledger)
-    by_question = dict(zip(ledger["question_id"].to_list(), ledger["split"].to_list()))
-    by_group = dict(zip(ledger["duplicate_group"].to_list(), ledger["split"].to_list()))
 
     member_col = "question_id" if "question_id" in questions.columns else "duplicate_group"
     has_source_split = "source_split" in questions.columns
@@ -113,55 +120,65 @@ def assign_splits(
         (pl.col("source_split") if has_source_split else pl.lit(None, dtype=pl.String)).alias("source_split"),
     ).sort("member")
     families = members.group_by("duplicate_group", maintain_order=True).agg(
-        pl.col("member"),
+        pl.len().alias("size"),
         pl.col("subject").first(),
         pl.col("skill").first(),
         pl.col("source_split").filter(pl.col("source_split").is_in(SPLITS)).min(),
     ).sort("duplicate_group")
 
-    assignment: dict[str, str] = {}
-    for (subject,), fams in families.group_by(["subject"], maintain_order=True):
-        subject_counts = [0, 0, 0]
-        skill_counts: dict[str, list[int]] = {}
-        skill_size: Counter = Counter()
-        new = []
-        for group, member_list, skill, source_split in zip(
-            fams["duplicate_group"].to_list(), fams["member"].to_list(), fams["skill"].to_list(),
-            fams["source_split"].to_list(),
-        ):
-            size = len(member_list)
-            skill_size[skill] += size
-            split = _ledgered_split(member_list, by_question) or by_group.get(group)
-            if split is None and config.respect_source_split and source_split in SPLITS:
-                split = source_split
-            if split is None:
-                new.append((group, skill, size))
-                continue
-            assignment[group] = split
-            i = SPLITS.index(split)
-            subject_counts[i] += size
-            skill_counts.setdefault(skill, [0, 0, 0])[i] += size
-        if not new:
-            continue
-        target = quotas(sum(skill_size.values()), ratios)
-        for group, skill, size in sorted(new, key=lambda g: (-g[2], group_order_key(g[0], config.seed))):
-            cell = skill_counts.setdefault(skill, [0, 0, 0])
-            room = [target[i] - subject_counts[i] for i in range(3)]
-            fits = [i for i in range(3) if room[i] >= size] or [max(range(3), key=lambda i: (room[i], -i))]
-            best = max(
-                fits,
-                key=lambda i: (skill_size[skill] * ratios[i] - cell[i], room[i] / max(target[i], 1), -i),
-            )
-            assignment[group] = SPLITS[best]
-            subject_counts[best] += size
-            cell[best] += size
-
-    result = questions.with_columns(
-        pl.col("duplicate_group").replace_strict(assignment, return_dtype=pl.String).alias("split")
+    by_group = ledger.select("duplicate_group", pl.col("split").alias("_by_group")).unique(
+        subset="duplicate_group", keep="last", maintain_order=True
     )
+    placed = families.join(_ledgered_splits(members, ledger), on="duplicate_group", how="left").join(
+        by_group, on="duplicate_group", how="left"
+    )
+    fallback = [pl.col("split"), pl.col("_by_group")]
+    if config.respect_source_split:
+        fallback.append(pl.col("source_split"))
+    placed = placed.with_columns(pl.coalesce(fallback).alias("split")).drop("_by_group")
+
+    known = placed.filter(pl.col("split").is_not_null())
+    assignment = known.select("duplicate_group", "split")
+    new_rows: list[tuple[str, str]] = []
+    pending = placed.filter(pl.col("split").is_null())
+    if pending.height:
+        subject_sizes = dict(placed.group_by("subject").agg(pl.col("size").sum()).iter_rows())
+        skill_sizes = {(subject, skill): n for subject, skill, n in
+                       placed.group_by("subject", "skill").agg(pl.col("size").sum()).iter_rows()}
+        held = {(subject, skill, split): n for subject, skill, split, n in
+                known.group_by("subject", "skill", "split").agg(pl.col("size").sum()).iter_rows()}
+        for (subject,), fams in pending.group_by(["subject"], maintain_order=True):
+            subject_counts = [0, 0, 0]
+            skill_counts: dict[str, list[int]] = {}
+            for (subj, skill, split), n in held.items():
+                if subj == subject:
+                    subject_counts[SPLITS.index(split)] += n
+                    skill_counts.setdefault(skill, [0, 0, 0])[SPLITS.index(split)] += n
+            target = quotas(subject_sizes[subject], ratios)
+            new = zip(fams["duplicate_group"].to_list(), fams["skill"].to_list(), fams["size"].to_list())
+            for group, skill, size in sorted(new, key=lambda g: (-g[2], group_order_key(g[0], config.seed))):
+                cell = skill_counts.setdefault(skill, [0, 0, 0])
+                room = [target[i] - subject_counts[i] for i in range(3)]
+                fits = [i for i in range(3) if room[i] >= size] or [max(range(3), key=lambda i: (room[i], -i))]
+                best = max(
+                    fits,
+                    key=lambda i: (skill_sizes[(subject, skill)] * ratios[i] - cell[i], room[i] / max(target[i], 1), -i),
+                )
+                new_rows.append((group, SPLITS[best]))
+                subject_counts[best] += size
+                cell[best] += size
+    if new_rows:
+        dealt = pl.DataFrame(new_rows, schema={"duplicate_group": pl.String, "split": pl.String}, orient="row")
+        assignment = pl.concat([assignment, dealt])
+
+    result = questions.drop("split", strict=False).join(
+        assignment, on="duplicate_group", how="left", maintain_order="left"
+    )
+    if "split" in questions.columns:
+        result = result.select(questions.columns)
     current = result.select(
         pl.col(member_col).alias("question_id"), "duplicate_group", "split"
-    ).unique(subset="question_id", keep="first")
+    ).unique(subset="question_id", keep="first", maintain_order=True)
     gone = ledger.join(current.select("question_id"), on="question_id", how="anti")
     updated = pl.concat([current.cast(LEDGER_SCHEMA), gone]).sort("question_id")
     return result, updated

@@ -1,30 +1,37 @@
 """The dataset stages: shuffle, split, statistics and export, one function per asset of the
 ``dataset`` group (``assets/dataset.py``), memoized like the clean stages
 (``pipelines.clean.stage``). The split ledger is the split stage's own state, so it is among
-its outputs (checked unchanged), not its inputs.
+its outputs (checked unchanged), not its inputs. When they run, shuffle reuses the rows whose
+input is unchanged (``pipelines.store.row_reuse``) and split deals only the families the ledger
+does not place; figures say how many rows were reused and computed.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import polars as pl
 
 from pipelines.dataset.export import (
+    EXPORT_MANIFEST,
     ExportRefused,
     check_release_invariants,
     dataset_statistics,
     statistics_markdown,
     write_stem_export,
 )
+from pipelines.dataset.dataset_card import CARD_NAME, BuildFacts
 from pipelines.dataset.shuffle import choices_table, shuffle_options
 from pipelines.dataset.split import SplitConfig, assign_splits, read_ledger
 from pipelines.settings import BuildSettings
 from pipelines.store.blocking import record_check
+from pipelines.store.atomic import atomic_write_text
 from pipelines.store.home import DataHome
 from pipelines.store.images import ImageStore
 from pipelines.store.lake import lake, read_lake, write_table
 from pipelines.store.memo import memoized
+from pipelines.store.row_reuse import RowReuse, reuse_enabled
 
 
 def shuffle_stage(home: DataHome, settings: BuildSettings) -> dict:
@@ -36,13 +43,32 @@ def shuffle_stage(home: DataHome, settings: BuildSettings) -> dict:
     )
 
 
-def _shuffle(home: DataHome, settings: BuildSettings) -> dict:
+SHUFFLE_READS = ("choices", "choice_images", "answer_idx")
+SHUFFLE_WRITES = ("choices", "choice_images", "answer_idx", "permutation", "shuffle")
 
+
+def _shuffle(home: DataHome, settings: BuildSettings) -> dict:
+    """Shuffle every question's options; a question whose options and answer are unchanged since
+    the last run with the same seed keeps its previous order (``pipelines.store.row_reuse``)."""
     questions = read_lake(home, "latex")
-    shuffled = shuffle_options(questions, settings.seed)
-    write_table(shuffled, lake(home, "shuffled"))
+    out_path = lake(home, "shuffled")
+    reuse = RowReuse(home, "shuffle", key="question_id", columns=SHUFFLE_READS, outputs=[out_path],
+                     settings={"seed": settings.seed}, code=shuffle_options)
+    plan = reuse.plan(questions)
+    results = shuffle_options(plan.todo, settings.seed).select("question_id", *SHUFFLE_WRITES)
+    if plan.reused.height:
+        previous = plan.previous(pl.read_parquet(out_path, columns=["question_id", *SHUFFLE_WRITES]))
+        results = pl.concat([previous, results])
+    renamed = {c: f"_{c}" for c in SHUFFLE_WRITES}
+    shuffled = questions.join(results.rename(renamed), on="question_id", how="left", maintain_order="left")
+    shuffled = shuffled.with_columns(
+        [pl.col(f"_{c}").alias(c) for c in SHUFFLE_WRITES]
+    ).drop(list(renamed.values())).rechunk()
+    write_table(shuffled, out_path)
+    reuse.save(plan)
     orders = shuffled.group_by("shuffle").len().sort("shuffle")
-    return {"questions": shuffled.height, "option_order": dict(zip(orders["shuffle"].to_list(), orders["len"].to_list()))}
+    return {"questions": shuffled.height, "option_order": dict(zip(orders["shuffle"].to_list(), orders["len"].to_list())),
+            **plan.figures()}
 
 
 def split_ledger_path(home: DataHome) -> Path:
@@ -86,8 +112,10 @@ def _split(home: DataHome, settings: BuildSettings) -> dict:
     write_table(choices_table(questions), lake(home, "choices"))
     write_table(new_ledger, ledger_path)
     counts = questions.group_by("split").len()
+    # the ledger's questions keep their split (looked up); the others' families are dealt
+    ledgered = questions.join(read_ledger(ledger), on="question_id", how="semi").height
     return {"questions": questions.height, "splits": dict(zip(counts["split"].to_list(), counts["len"].to_list())),
-            "moved_by_family_merges": moved}
+            "moved_by_family_merges": moved, "rows_reused": ledgered, "rows_computed": questions.height - ledgered}
 
 
 def statistics_stage(home: DataHome) -> tuple[pl.DataFrame, str]:
@@ -115,16 +143,46 @@ def _statistics(home: DataHome) -> dict:
 
 def export_files(home: DataHome) -> list[Path]:
     root = home.export.parent
-    return [*sorted(home.export.glob("*.parquet")), root / "index.parquet", root / "test_answer_key.jsonl"]
+    return [*sorted(home.export.glob("*.parquet")), root / "index.parquet", root / "test_answer_key.jsonl", root / CARD_NAME,
+            root / EXPORT_MANIFEST]
 
 
 def export_stage(home: DataHome, settings: BuildSettings) -> dict:
     return memoized(
         home, "export", lambda: _export(home, settings),
-        inputs=[lake(home, "questions")],
+        inputs=[lake(home, "questions"), lake(home, "duplicates")],
         outputs=lambda _: export_files(home),
-        settings={"rows_per_shard": settings.rows_per_shard},
+        settings={"rows_per_shard": settings.rows_per_shard, "card": _card_settings(settings)},
     )
+
+
+def _card_settings(settings: BuildSettings) -> dict:
+    return {"seed": settings.seed, "ratios": [settings.split_train, settings.split_valid, settings.split_test],
+            "cap_per_skill": settings.cap_per_skill}
+
+
+def build_facts(home: DataHome, settings: BuildSettings) -> BuildFacts:
+    """What the dataset card tells about the build beside the questions (``dataset_card.py``)."""
+    path = lake(home, "duplicates")
+    kinds = pl.read_parquet(path, columns=["kind"])["kind"].value_counts() if path.exists() else None
+    by_kind = dict(zip(kinds["kind"].to_list(), kinds["count"].to_list())) if kinds is not None else {}
+    card = _card_settings(settings)
+    return BuildFacts(card["seed"], tuple(card["ratios"]), card["cap_per_skill"], by_kind)
+
+
+def export_shards_path(home: DataHome) -> Path:
+    """The published shards' contents (``ExportResult.shards``), so unchanged ones are kept."""
+    return home.lake / "state" / "export_shards.json"
+
+
+def _previous_shards(home: DataHome) -> dict | None:
+    if not reuse_enabled():
+        return None
+    try:
+        record = json.loads(export_shards_path(home).read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def _export(home: DataHome, settings: BuildSettings) -> dict:
@@ -136,9 +194,14 @@ def _export(home: DataHome, settings: BuildSettings) -> dict:
             home.export.parent,
             rows_per_shard=settings.rows_per_shard,
             validate=check_release_invariants,  # the blocking check export_invariants, before publishing
+            card=build_facts(home, settings),
+            previous_shards=_previous_shards(home),
+            conversions=home.cache / "export_png",
         )
     except ExportRefused as exc:
         record_check(home, "export_invariants", False, str(exc))
         raise
     record_check(home, "export_invariants", True, "")
-    return {"files": [p.name for p in result.files], "rows": result.rows, "path": str(result.data_dir)}
+    atomic_write_text(export_shards_path(home), json.dumps(result.shards, sort_keys=True, indent=1))
+    return {"files": [p.name for p in result.files], "rows": result.rows, "path": str(result.data_dir),
+            "shards_written": result.shards_written, "shards_kept": result.shards_kept}

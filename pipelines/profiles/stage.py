@@ -1,11 +1,13 @@
 """Profile stages: CogME tags per question, dataset and model profiles, and the report.
 
 Each is memoized (``pipelines/store/memo.py``): skipped, writing nothing, when its input
-tables, settings and code are unchanged; figures then carry ``skipped: True``.
+tables, settings and code are unchanged; figures then carry ``skipped: True``. When it runs, the
+tag stage reuses the tags of questions whose tagged columns are unchanged (``pipelines.store.row_reuse``).
 """
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import polars as pl
@@ -14,13 +16,14 @@ from pipelines.evaluation.reference_results import PAPER_PREFIX
 from pipelines.evaluation.stage import comparisons_with_best_baseline, scored_frame, smartscore_rules
 from pipelines.profiles.cogme.manual import load_manual_tags
 from pipelines.profiles.cogme.profiles import dataset_profile, frequency_accuracy_relation, model_profiles, preferred_tags
-from pipelines.profiles.cogme.tagger import tag_questions
+from pipelines.profiles.cogme.tagger import RULES_SOURCE, tag_questions
 from pipelines.profiles.cogme.taxonomy import _BUNDLED, load_taxonomy
 from pipelines.profiles.report import render_report, write_report
 from pipelines.settings import BuildSettings
 from pipelines.store.home import DataHome
 from pipelines.store.lake import lake_files, write_table
 from pipelines.store.memo import memoized
+from pipelines.store.row_reuse import RowReuse
 
 TAG_COLUMNS = ("question_id", "subject", "grade", "skill", "problem", "pic_prob", "pic_choice", "num_choices", "choices")
 
@@ -41,19 +44,35 @@ def tag_stage(home: DataHome, settings: BuildSettings) -> tuple[pl.DataFrame, di
 
 
 def _tags(home: DataHome, settings: BuildSettings) -> dict:
+    """Tag every question; a question whose tagged columns are unchanged since the last run with
+    the same taxonomy keeps its previous rule tags (``pipelines.store.row_reuse``)."""
     taxonomy = load_taxonomy(settings.taxonomy)
     questions = pl.read_parquet(home.lake_path("questions"), columns=list(TAG_COLUMNS))
-    tags = tag_questions(questions, taxonomy)
-    figures = {"auto_tagged_questions": questions.height, "auto_tags": tags.height}
+    out_path = home.lake_path("question_tags")
+    reuse = RowReuse(home, "tags", key="question_id", columns=TAG_COLUMNS[1:], outputs=[out_path],
+                     settings={"taxonomy": settings.taxonomy, "taxonomy_file": _taxonomy_digest(settings.taxonomy)},
+                     code=tag_questions)
+    plan = reuse.plan(questions)
+    tags = tag_questions(plan.todo, taxonomy)
+    if plan.reused.height:
+        previous = pl.read_parquet(out_path).filter(pl.col("source") == RULES_SOURCE)
+        tags = pl.concat([plan.previous(previous), tags.cast(previous.schema)])
+    figures = {"auto_tagged_questions": questions.height, "auto_tags": tags.height, **plan.figures()}
     if settings.manual_tags:
         manual = load_manual_tags(settings.manual_tags, taxonomy)
         manual = manual.filter(pl.col("question_id").is_in(questions["question_id"].implode()))
         # a question with manual tags is profiled by them; the automatic ones stay for agreement
         tags = pl.concat([tags, manual], how="vertical_relaxed")
         figures["manual_tagged_questions"] = manual["question_id"].n_unique()
-    tags = tags.sort("question_id", "component", "sub_component", "source")
-    write_table(tags, home.lake_path("question_tags"))
+    tags = tags.sort("question_id", "component", "sub_component", "source").rechunk()
+    write_table(tags, out_path)
+    reuse.save(plan)
     return figures
+
+
+def _taxonomy_digest(name: str) -> str:
+    path = _BUNDLED.get(name, Path(name))
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
 
 
 def profile_stage(home: DataHome) -> tuple[pl.DataFrame, dict]:

@@ -4,7 +4,9 @@ Publishing builds a complete new database file beside ``warehouse.duckdb`` and r
 into place. Readers open the published file read-only, so they never wait for a build and
 never see a half-written table: a query sees the previous version or the new one. Tables
 are materialized inside the file (not views over Parquet), which keeps the file
-self-contained and lets readers run with external file access disabled.
+self-contained and lets readers run with external file access disabled. After a first publish,
+the new file is a copy of the published one with only the changed tables and rows updated
+(``pipelines.store.warehouse_update``), renamed into place the same way.
 
 Each table's schema lives in ``sql/tables/<name>.sql`` (used when its lake file does not
 exist yet, so every documented name is always queryable).
@@ -17,15 +19,18 @@ import os
 import re
 import shutil
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
 from pipelines.store.home import DataHome
-from pipelines.store.atomic import describe_os_error, fsync_directory, temporary_path
+from pipelines.store.atomic import describe_os_error, fsync_directory, replace_recording_checksum, temporary_path
+from pipelines.store.checksums import checksum_path
 from pipelines.store.memo import forget, memoized
+from pipelines.store.warehouse_update import apply_table, forget_state as forget_update_state
+from pipelines.store.warehouse_update import load_plan as load_update_plan, save_state as save_update_state
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
 
@@ -75,6 +80,7 @@ class PublishResult:
     path: Path
     tables: dict[str, int]  # table -> row count
     skipped: bool
+    figures: dict = field(default_factory=dict)  # the publish's figures (rows reused / computed, ...)
 
 
 def warehouse_inputs(home: DataHome) -> list[Path]:
@@ -91,17 +97,21 @@ def publish_warehouse(home: DataHome, *, force: bool = False) -> PublishResult:
     """
     if force:
         forget(home, "warehouse")
+        forget_update_state(home)
     sql = sorted(p for p in SQL_DIR.rglob("*.sql"))
+    sql_digests = {str(p.relative_to(SQL_DIR)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sql}
     figures = memoized(
-        home, "warehouse", lambda: {"tables": _publish(home)},
+        home, "warehouse", lambda: _publish(home, sql_digests),
         inputs=warehouse_inputs(home),
-        outputs=[home.warehouse],
-        extra={str(p.relative_to(SQL_DIR)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sql},
+        outputs=[home.warehouse, checksum_path(home.warehouse)],  # a warehouse without its checksum is republished
+        extra=sql_digests,
     )
-    return PublishResult(home.warehouse, dict(figures["tables"]), figures["skipped"])
+    return PublishResult(home.warehouse, dict(figures["tables"]), figures["skipped"], figures)
 
 
-def _publish(home: DataHome) -> dict[str, int]:
+def _publish(home: DataHome, sql_digests: dict[str, str]) -> dict:
+    """Publish the warehouse: in place in a copy of the published one when the last publish's
+    state allows it (``pipelines.store.warehouse_update``), else from scratch; returns figures."""
     target = home.warehouse
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -109,17 +119,24 @@ def _publish(home: DataHome) -> dict[str, int]:
         raise _publish_error(target, exc) from None
     tmp = temporary_path(target, kind="name")  # DuckDB creates the file
     counts: dict[str, int] = {}
+    plan, full_because = load_update_plan(home, sql_digests)
     try:
+        if not full_because:
+            shutil.copyfile(target, tmp)
         con = duckdb.connect(str(tmp))
         try:
             for table in WAREHOUSE_TABLES:
                 files = table_files(home, table)
-                if files:
+                if apply_table(plan, con, table, files, incremental=not full_because):
+                    pass
+                elif files:
+                    con.execute(f'DROP TABLE IF EXISTS "{table}"')
                     con.execute(
                         f'CREATE TABLE "{table}" AS SELECT * FROM read_parquet(?, union_by_name = true)',
                         [[str(f) for f in files]],
                     )
                 else:
+                    con.execute(f'DROP TABLE IF EXISTS "{table}"')
                     con.execute((SQL_DIR / "tables" / f"{table}.sql").read_text())
                 missing = set(REQUIRED_COLUMNS.get(table, ())) - {
                     r[0] for r in con.execute(f'DESCRIBE "{table}"').fetchall()
@@ -127,18 +144,25 @@ def _publish(home: DataHome) -> dict[str, int]:
                 if missing:
                     raise WarehouseError(f"table {table} lacks required columns: {', '.join(sorted(missing))}")
                 counts[table] = con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
-            for view_sql in sorted((SQL_DIR / "views").glob("*.sql")):
-                con.execute(view_sql.read_text())
+            if full_because:  # a copy has the views already (the SQL is unchanged)
+                for view_sql in sorted((SQL_DIR / "views").glob("*.sql")):
+                    con.execute(view_sql.read_text())
             con.execute("CHECKPOINT")
         finally:
             con.close()
-        os.replace(tmp, target)
+        replace_recording_checksum(tmp, target)
         fsync_directory(target.parent)
+        save_update_state(plan)
     except (OSError, duckdb.Error) as exc:
         raise _publish_error(target, exc) from None
     finally:
         _remove_temporary_database(tmp)
-    return counts
+    written = sum(plan.rows_written.get(t, n) for t, n in counts.items())
+    figures = {"tables": counts, "rows_reused": sum(counts.values()) - written, "rows_computed": written,
+               "tables_updated": plan.figures}
+    if full_because:
+        figures["reuse_refused"] = full_because
+    return figures
 
 
 def _publish_error(target: Path, exc: BaseException) -> WarehouseError:

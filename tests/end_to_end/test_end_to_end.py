@@ -29,7 +29,7 @@ def build(home: DataHome, **changes):
 
 def export_digests(home: DataHome) -> dict[str, str]:
     root = home.export.parent
-    files = sorted(root.glob("data/*.parquet")) + [root / "test_answer_key.jsonl", root / "index.parquet"]
+    files = sorted(root.glob("data/*.parquet")) + [root / "test_answer_key.jsonl", root / "index.parquet", root / "README.md"]
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 

@@ -54,7 +54,9 @@ from typing import Mapping
 import numpy as np
 import polars as pl
 
+from pipelines.clean.dedup.graph_state import GraphState, GraphUpdate, ids_of, update_graph
 from pipelines.clean.dedup.image_index import band_layout, iter_pairs_within_groups
+from pipelines.store.row_reuse import row_digests
 from pipelines.store.lake import empty_frame
 from pipelines.store.records import QUARANTINE_SCHEMA
 from pipelines.clean.dedup.image_match import NO_HASH, ImageIndex, ImageMatcher, MatchRule
@@ -122,6 +124,52 @@ class DedupResult:
     kept: pl.DataFrame
     duplicates: pl.DataFrame
     quarantine: pl.DataFrame
+    state: GraphState | None = None  # the near-duplicate graph, for the next run's ``previous``
+    nodes_computed: int = 0  # representatives whose group was computed (not reused)
+
+
+class TextForms:
+    """Normalized and canonical forms of texts, computed once per distinct text and kept
+    between runs (``frame`` / ``from_frame``); ``frame`` holds the texts used since creation."""
+
+    KINDS = ("normalized", "stem", "option")
+
+    def __init__(self, known: dict[str, dict[str, str]] | None = None):
+        self.known = {k: dict((known or {}).get(k, {})) for k in self.KINDS}
+        self.used: dict[str, dict[str, str]] = {k: {} for k in self.KINDS}
+
+    def map(self, kind: str, texts: list[str]) -> dict[str, str]:
+        fn = {"normalized": normalize_text, "stem": canonical_text,
+              "option": lambda x: canonical_text(x, option=True)}[kind]
+        known, used = self.known[kind], self.used[kind]
+        out = {}
+        for text in texts:
+            value = used.get(text)
+            if value is None:
+                value = known.get(text)
+                if value is None:
+                    value = fn(text)
+                used[text] = value
+            out[text] = value
+        return out
+
+    def frame(self) -> pl.DataFrame:
+        parts = [
+            pl.DataFrame({"kind": kind, "text": list(forms), "value": list(forms.values())},
+                         schema={"kind": pl.String, "text": pl.String, "value": pl.String})
+            for kind, forms in self.used.items()
+        ]
+        return pl.concat(parts).sort("kind", "text")
+
+    @classmethod
+    def from_frame(cls, frame: pl.DataFrame | None) -> "TextForms":
+        if frame is None or frame.height == 0:
+            return cls()
+        known = {}
+        for kind in cls.KINDS:
+            part = frame.filter(pl.col("kind") == kind)
+            known[kind] = dict(zip(part["text"].to_list(), part["value"].to_list()))
+        return cls(known)
 
 
 def _key64(*parts: str) -> int:
@@ -140,23 +188,22 @@ def _mix(acc: np.ndarray, value) -> np.ndarray:
     return splitmix64(np.bitwise_xor(acc, value))
 
 
-def _string_map(frame: pl.DataFrame, fn) -> dict[str, str]:
+def _string_map(frame: pl.DataFrame, texts: TextForms, kind: str) -> dict[str, str]:
     strings = pl.concat(
         [frame["problem"].drop_nulls(), frame["choices"].explode().drop_nulls()], how="vertical"
     ).unique()
-    originals = strings.to_list()
-    return dict(zip(originals, (fn(x) for x in originals)))
+    return texts.map(kind, strings.to_list())
 
 
 class _Questions:
     """Per-record derived columns: normalization runs once per distinct string, the rest in
     Polars; the results are Python lists for the per-pair work."""
 
-    def __init__(self, frame: pl.DataFrame):
+    def __init__(self, frame: pl.DataFrame, texts: TextForms):
         self.n = frame.height
-        normalized = _string_map(frame, normalize_text)
-        canonical_stem = {x: canonical_text(x) for x in frame["problem"].drop_nulls().unique().to_list()}
-        canonical_option = _string_map(frame, lambda x: canonical_text(x, option=True))
+        normalized = _string_map(frame, texts, "normalized")
+        canonical_stem = texts.map("stem", frame["problem"].drop_nulls().unique().to_list())
+        canonical_option = _string_map(frame, texts, "option")
 
         def mapped(col: pl.Expr, mapping: dict) -> pl.Expr:
             return col.replace_strict(mapping, default="", return_dtype=pl.String)
@@ -221,6 +268,10 @@ class _Questions:
         self.question_id = [sha(x.encode("utf-8")).hexdigest()[:16] for x in derived["identity"].to_list()]
         self.frame = derived.select("source", "source_key", "answer")
         self.blocking = derived.select("stem", "problem_image", "options_shape")
+        self.attributes = derived.select(
+            "source", "source_key", "problem_norm", "stem", "problem_image", "options_key", "options_shape",
+            "answer_canonical", "choice_images",
+        )
 
 
 def _answers_agree(a: str | None, b: str | None, image_answers: bool, matcher: ImageMatcher) -> bool:
@@ -240,8 +291,15 @@ def deduplicate(
     images: ImageIndex | Mapping[str, int],
     config: DedupConfig = DedupConfig(),
     thumbnail_of: Mapping[str, bytes] | None = None,
+    *,
+    previous: GraphState | None = None,
+    texts: TextForms | None = None,
 ) -> DedupResult:
     """Remove exact and near duplicates; see the module docstring for the rules.
+
+    ``previous`` (the ``state`` of an earlier result, with the same config, images' rule and
+    code) lets the near-duplicate pass reuse the groups of components no change touches
+    (``graph_state``); the result is the same as without it. ``texts`` caches text forms.
 
     ``images`` describes the images by sha256: an ``ImageIndex`` (``ImageIndex.from_table`` of
     the images lake table), or a mapping to 64-bit page hashes (with ``thumbnail_of``, 16x16
@@ -258,7 +316,7 @@ def deduplicate(
         raise DedupInputError(f"record ({row['source']}, {row['source_key']}) appears twice in the input")
 
     index = _as_index(images, thumbnail_of)
-    q = _Questions(questions)
+    q = _Questions(questions, texts if texts is not None else TextForms())
     n = q.n
     rows = np.arange(n, dtype=np.int64)
     # Preference rank: smallest (source, source_key) first.
@@ -296,7 +354,7 @@ def deduplicate(
 
     # ---- near duplicates among representatives ------------------------------------------
     matcher = ImageMatcher(index, config.rule)
-    head_of_rep, evidence_of_rep, near_conflicts = _near_groups(q, reps, config, matcher)
+    head_of_rep, evidence_of_rep, near_conflicts, state, computed = _near_groups(q, reps, config, matcher, previous)
     if near_conflicts:
         conflict_reps = np.array(sorted(near_conflicts), dtype=np.int64)
         members = rows[np.isin(rep_of, conflict_reps) & ~removed]  # each with its exact duplicates
@@ -341,7 +399,8 @@ def deduplicate(
         if quarantine_parts
         else empty_frame(QUARANTINE_SCHEMA)
     ).sort("source", "source_key", "reason")
-    return DedupResult(kept=kept, duplicates=duplicates, quarantine=quarantine)
+    return DedupResult(kept=kept, duplicates=duplicates, quarantine=quarantine, state=state,
+                       nodes_computed=computed)
 
 
 # ---- candidate pairs ---------------------------------------------------------------------------
@@ -367,6 +426,8 @@ class _Candidates:
         self.prob_hashed = (prob >= 0) & index.has_phash[prob]
         self.prob_content = (prob >= 0) & index.has_content[prob]
         self.prob_chash = index.content_phash[prob]
+        # what the rule reads of this item's images, for the graph state's node digests
+        self.image_digest = _mix(_U64(0x51), index.descriptor_digest[prob])
         # problem image identity as an integer (0 = none), for equality of undescribed images
         self.image_id = pl.Series(problem_images, dtype=pl.String).rank("dense").fill_null(0).to_numpy()
         self.opt_count = np.zeros(m, dtype=np.int64)
@@ -390,6 +451,11 @@ class _Candidates:
             self.opt_content[owners, column] = (rows >= 0) & index.has_content[rows]
             self.opt_chash = np.zeros((m, width), dtype=np.uint64)
             self.opt_chash[owners, column] = index.content_phash[rows]
+            for c in range(width):
+                present = self.opt[:, c] != -2
+                self.image_digest = np.where(
+                    present, _mix(self.image_digest, index.descriptor_digest[np.where(present, self.opt[:, c], -1)]),
+                    self.image_digest)
 
     def _bands(self, hashes: np.ndarray, sel: np.ndarray, radius: int, tag: int, keys: list, rows: list):
         for j, (shift, width) in enumerate(band_layout(radius + 1)):
@@ -397,9 +463,20 @@ class _Candidates:
             keys.append(_mix(_mix(self.key[sel], _U64(tag + j)), band))
             rows.append(sel)
 
-    def pairs(self):
+    @property
+    def large(self) -> np.ndarray:
+        """Per item: whether its block has more than ``small_block`` items."""
+        _, inverse, counts = np.unique(self.key, return_inverse=True, return_counts=True)
+        return counts[inverse.reshape(-1)] > self.config.small_block
+
+    @property
+    def imaged(self) -> np.ndarray:
+        return self.has_prob | (self.opt_count > 0)
+
+    def pairs(self, only: np.ndarray | None = None):
         """Chunks (a, b), a < b, of candidate pairs that pass the pre-filter; a pair may repeat
-        across chunks.
+        across chunks. With ``only`` (a mask), just the pairs with an endpoint in it (the whole
+        key group of an ``only`` item without images).
 
         Blocks (rows with equal exact keys) of at most ``small_block`` rows give all their pairs,
         whatever the distance of their images. In larger ones (one templated text and option set
@@ -407,9 +484,8 @@ class _Candidates:
         ``large_block_hamming``: 13 bands of 5 bits for the re-scan radius would make most of a
         big block candidates) or of a content hash (radius ``content_hamming``)."""
         cfg = self.config
-        _, inverse, counts = np.unique(self.key, return_inverse=True, return_counts=True)
-        large = counts[inverse] > cfg.small_block
-        imaged = self.has_prob | (self.opt_count > 0)
+        large = self.large
+        imaged = self.imaged
         keys, rows = [], []
         sel = np.flatnonzero(imaged & ~large)
         keys.append(_mix(self.key[sel], _U64(0x0100)))
@@ -433,10 +509,13 @@ class _Candidates:
                 self._bands(self.opt_hash[:, c], sel, radius, 0x4000, keys, rows)
                 sel = np.flatnonzero(present & self.opt_content[:, c])
                 self._bands(self.opt_chash[:, c], sel, cfg.content_hamming, 0x8000, keys, rows)
-        for a, b in _block_pairs(np.concatenate(keys), np.concatenate(rows)):
+        for a, b in _block_pairs(np.concatenate(keys), np.concatenate(rows), only):
             yield self.check(a, b)
         # no image at all: the exact key decides, and equality is transitive: star pairs
-        sel = np.flatnonzero(~imaged)
+        without = ~imaged
+        if only is not None:
+            without &= np.isin(self.key, self.key[only & ~imaged])
+        sel = np.flatnonzero(without)
         yield self.check(*_star_pairs(self.key[sel], sel))
 
     def _close(self, ha, hb, ca, cb, content) -> np.ndarray:
@@ -477,16 +556,35 @@ class _Candidates:
         return a, b
 
 
-def _block_pairs(keys: np.ndarray, rows: np.ndarray):
+def _block_pairs(keys: np.ndarray, rows: np.ndarray, only: np.ndarray | None = None):
     """Candidate pairs (smaller, larger) of rows sharing a key, in chunks. Pairs repeat when
-    rows share several keys."""
+    rows share several keys. With ``only`` (a mask over rows), the pairs with an endpoint in it."""
     if not len(keys):
         return
     order = np.argsort(keys, kind="stable")
     k, r = keys[order], rows[order]
     starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
     sizes = np.diff(np.r_[starts, len(k)])
-    yield from iter_pairs_within_groups(r, starts, sizes, _PAIR_CHUNK)
+    if only is None:
+        yield from iter_pairs_within_groups(r, starts, sizes, _PAIR_CHUNK)
+        return
+    group = np.repeat(np.arange(len(starts)), sizes)
+    picked = np.flatnonzero(only[r] & (sizes[group] > 1))
+    lengths = sizes[group[picked]]
+    ends = np.cumsum(lengths)
+    begin = 0
+    while begin < len(picked):
+        end = int(np.searchsorted(ends, ends[begin] - lengths[begin] + _PAIR_CHUNK, side="right"))
+        end = max(end, begin + 1)
+        part, part_lengths = picked[begin:end], lengths[begin:end]
+        total = int(part_lengths.sum())
+        offsets = np.arange(total) - np.repeat(np.cumsum(part_lengths) - part_lengths, part_lengths)
+        a = np.repeat(r[part], part_lengths).astype(np.int64, copy=False)
+        b = r[np.repeat(starts[group[part]], part_lengths) + offsets].astype(np.int64, copy=False)
+        other = (a != b) & (~only[b] | (a < b))  # a pair of two picked rows once
+        a, b = a[other], b[other]
+        yield np.minimum(a, b), np.maximum(a, b)
+        begin = end
 
 
 def _star_pairs(keys: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -514,21 +612,43 @@ def _exact_key(frame: pl.DataFrame, columns: list[str], seed: int) -> np.ndarray
     return frame.select(pl.concat_str(columns, separator="\x1e").hash(seed=seed)).to_series().to_numpy().astype(np.uint64)
 
 
-def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: ImageMatcher):
+def _node_digests(attributes: pl.DataFrame, image_digest: np.ndarray) -> pl.DataFrame:
+    frame = attributes.with_columns(pl.Series("_images", image_digest, dtype=pl.UInt64))
+    return row_digests(frame.with_row_index("_node"), ["_node"], frame.columns)
+
+
+def _graph_update(candidates: "_Candidates", ids: np.ndarray, attributes: pl.DataFrame,
+                  previous: GraphState | None) -> tuple[GraphUpdate, pl.DataFrame]:
+    """The candidate graph (reusing ``previous``) and the key columns of its next state."""
+    digests = _node_digests(attributes, candidates.image_digest)
+    digest_a, digest_b = digests["digest_a"].to_numpy(), digests["digest_b"].to_numpy()
+    large = candidates.large
+    update = update_graph(ids, digest_a, digest_b, candidates.key, large, ~candidates.imaged,
+                          lambda only: candidates.pairs(None if only.all() else only), previous)
+    nodes = pl.DataFrame({"id": ids, "digest_a": digest_a, "digest_b": digest_b, "key": candidates.key,
+                          "large": large},
+                         schema={"id": pl.UInt64, "digest_a": pl.UInt64, "digest_b": pl.UInt64,
+                                 "key": pl.UInt64, "large": pl.Boolean})
+    return update, nodes
+
+
+def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: ImageMatcher,
+                 previous: GraphState | None = None):
     """Greedy near-duplicate groups over representative rows.
 
     Returns (head_of_rep for merged reps, evidence JSON per merged rep, conflicts: rep ->
-    (head, detail JSON))."""
+    (head, detail JSON), the graph state, the number of representatives computed)."""
     m = len(reps)
-    if m < 2:
-        return {}, {}, {}
     rep_frame = q.blocking[reps].with_columns(
         pl.col("problem_image").is_null().cast(pl.String).alias("no_image")
     )
     key = _exact_key(rep_frame, ["stem", "options_shape", "no_image"], config.seed)
     option_images = [q.image_options.get(int(r)) for r in reps]
     candidates = _Candidates(key, [q.problem_image[int(r)] for r in reps], option_images, matcher.index, config)
-    a, b = _unique_pairs(candidates)
+    ids = ids_of([q.question_id[int(r)] for r in reps])
+    update, nodes = _graph_update(candidates, ids, q.attributes[reps], previous)
+    inside = update.affected[update.a]  # edges of components to compute (both ends or none)
+    a, b = update.a[inside], update.b[inside]
 
     neighbours: dict[int, list[int]] = {}
     for x, y in zip(a.tolist(), b.tolist()):
@@ -575,7 +695,42 @@ def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: 
                 continue
             head_of_rep[ry] = rx
             evidence_of_rep[ry] = json.dumps(evidence, sort_keys=True)
-    return head_of_rep, evidence_of_rep, conflicts
+
+    # components no change touched: their previous results
+    local_of_id = dict(zip(ids.tolist(), range(m)))
+    if previous is not None and previous.nodes.height:
+        reuse = np.flatnonzero(~update.affected & (update.previous_row >= 0))
+        old = previous.nodes[update.previous_row[reuse]].select("head", "evidence", "detail")
+        for x, head, evidence, detail in zip(reuse.tolist(), old["head"].to_list(), old["evidence"].to_list(),
+                                             old["detail"].to_list()):
+            if not head:
+                continue
+            rx, rh = int(reps[x]), int(reps[local_of_id[head]])
+            if detail is not None:
+                conflicts[rx] = (rh, detail)
+            else:
+                head_of_rep[rx] = rh
+                evidence_of_rep[rx] = evidence
+
+    head = np.zeros(m, dtype=np.uint64)
+    evidence_column: list = [None] * m
+    detail_column: list = [None] * m
+    local_of_row = dict(zip(reps.tolist(), range(m)))
+    for r, h in head_of_rep.items():
+        x = local_of_row[r]
+        head[x] = ids[local_of_row[h]]
+        evidence_column[x] = evidence_of_rep[r]
+    for r, (h, detail) in conflicts.items():
+        x = local_of_row[r]
+        head[x] = ids[local_of_row[h]]
+        detail_column[x] = detail
+    nodes = nodes.with_columns(
+        pl.Series("head", head, dtype=pl.UInt64),
+        pl.Series("evidence", evidence_column, dtype=pl.String),
+        pl.Series("detail", detail_column, dtype=pl.String),
+    ).sort("id")
+    state = GraphState(nodes, update.edges_state(ids))
+    return head_of_rep, evidence_of_rep, conflicts, state, int(update.affected.sum())
 
 
 # ---- families -------------------------------------------------------------------------------
@@ -593,8 +748,30 @@ def figure_families(
     the same canonical stem and an agreeing answer (the same figure and stem cannot have two
     answers: two look-alike number lines with other values are two figures). A question without
     a problem image is a family of its own."""
+    return family_groups(questions, images, config, thumbnail_of).kept
+
+
+@dataclass
+class FamilyResult:
+    kept: pl.DataFrame
+    state: GraphState
+    nodes_computed: int
+
+
+def family_groups(
+    questions: pl.DataFrame,
+    images: ImageIndex | Mapping[str, int],
+    config: DedupConfig = DedupConfig(),
+    thumbnail_of: Mapping[str, bytes] | None = None,
+    *,
+    previous: GraphState | None = None,
+    texts: TextForms | None = None,
+) -> FamilyResult:
+    """``figure_families`` with its graph state: ``previous`` (an earlier result's ``state``,
+    same config and code) lets components no change touches keep their families."""
     index = _as_index(images, thumbnail_of)
     matcher = ImageMatcher(index, config.rule)
+    texts = texts if texts is not None else TextForms()
     n = questions.height
     parent = np.arange(n)
 
@@ -604,39 +781,80 @@ def figure_families(
             x = parent[x]
         return x
 
-    if n > 1:
-        stems = {x: canonical_text(x) for x in questions["problem"].drop_nulls().unique().to_list()}
-        frame = questions.select(
-            pl.col("problem").replace_strict(stems, default="", return_dtype=pl.String).alias("stem"),
-            "problem_image",
-        )
-        key = _exact_key(frame.with_columns(pl.col("problem_image").is_null().cast(pl.String)),
-                         ["stem", "problem_image"], config.seed)
-        images_list = frame["problem_image"].to_list()
-        with_image = np.fromiter((x is not None for x in images_list), dtype=bool, count=n)
-        # only questions with a problem image join families
-        key = np.where(with_image, key, np.arange(n, dtype=np.uint64) * _U64(0x9E3779B97F4A7C15) + _U64(1))
-        answer = questions.select(
-            pl.when(pl.col("answer_idx") >= 0).then(pl.coalesce(
-                pl.col("choices").list.get(pl.col("answer_idx"), null_on_oob=True),
-                pl.col("choice_images").list.get(pl.col("answer_idx"), null_on_oob=True),
-            )).alias("answer"),
-            pl.col("choice_images").is_not_null().alias("image_answer"),
-        )
-        image_answer = answer["image_answer"].to_list()
-        answers = [x if x is None or pictured else canonical_text(x, option=True)
-                   for x, pictured in zip(answer["answer"].to_list(), image_answer)]
-        a, b = _unique_pairs(_Candidates(key, images_list, None, index, config))
-        for x, y in zip(a.tolist(), b.tolist()):
-            rx, ry = find(x), find(y)
-            if rx == ry or image_answer[x] != image_answer[y]:
-                continue
-            if _answers_agree(answers[x], answers[y], image_answer[x], matcher) and \
-                    matcher.near(images_list[x], images_list[y]):
-                parent[max(rx, ry)] = min(rx, ry)
+    qids = questions["question_id"].to_list()
+    ids = ids_of(qids)
+    stems = texts.map("stem", questions["problem"].drop_nulls().unique().to_list())
+    frame = questions.select(
+        pl.col("problem").replace_strict(stems, default="", return_dtype=pl.String).alias("stem"),
+        "problem_image",
+    )
+    key = _exact_key(frame.with_columns(pl.col("problem_image").is_null().cast(pl.String)),
+                     ["stem", "problem_image"], config.seed)
+    images_list = frame["problem_image"].to_list()
+    with_image = np.fromiter((x is not None for x in images_list), dtype=bool, count=n)
+    # only questions with a problem image join families
+    key = np.where(with_image, key, ids * _U64(0x9E3779B97F4A7C15) + _U64(1))
+    answer = questions.select(
+        pl.when(pl.col("answer_idx") >= 0).then(pl.coalesce(
+            pl.col("choices").list.get(pl.col("answer_idx"), null_on_oob=True),
+            pl.col("choice_images").list.get(pl.col("answer_idx"), null_on_oob=True),
+        )).alias("answer"),
+        pl.col("choice_images").is_not_null().alias("image_answer"),
+    )
+    image_answer = answer["image_answer"].to_list()
+    text_answers = texts.map("option", [x for x, pictured in zip(answer["answer"].to_list(), image_answer)
+                                        if x is not None and not pictured])
+    answers = [x if x is None or pictured else text_answers[x]
+               for x, pictured in zip(answer["answer"].to_list(), image_answer)]
+    candidates = _Candidates(key, images_list, None, index, config)
+    image_answers = [x if pictured else None for x, pictured in zip(answers, image_answer)]
+    attributes = frame.with_columns(
+        pl.Series("answer", answers, dtype=pl.String), pl.Series("image_answer", image_answer, dtype=pl.Boolean),
+        pl.Series("answer_image", index.descriptor_digest[index.rows(image_answers)], dtype=pl.UInt64),
+    )
+    update, nodes = _graph_update(candidates, ids, attributes, previous)
+
+    def joined(x: int, y: int) -> bool:
+        return image_answer[x] == image_answer[y] and \
+            _answers_agree(answers[x], answers[y], image_answer[x], matcher) and \
+            matcher.near(images_list[x], images_list[y])
+
+    # Families are the components of the joined pairs. A family no dirty or removed question
+    # was in, and that no dirty question joins, is the same as before; the others (todo) are
+    # formed again from their candidate pairs.
+    todo = update.dirty.copy()
+    old_family = None
+    if previous is not None and previous.nodes.height:
+        old_family = previous.nodes["family"].gather(np.maximum(update.previous_row, 0))
+        old_family = old_family.set(pl.Series(update.previous_row < 0), None) if (update.previous_row < 0).any() \
+            else old_family
+        touched = pl.concat([old_family.filter(pl.Series(update.dirty)),
+                             previous.nodes["family"].gather(update.removed_rows)])
+        todo |= old_family.is_in(touched.drop_nulls().implode()).fill_null(False).to_numpy()
+        frontier = np.flatnonzero(todo[update.a] != todo[update.b])
+        joining = set()
+        for x, y in zip(update.a[frontier].tolist(), update.b[frontier].tolist()):
+            inner, outer = (x, y) if todo[x] else (y, x)
+            if update.dirty[inner] and joined(inner, outer):
+                joining.add(old_family[outer])
+        if joining:
+            todo |= old_family.is_in(pl.Series(sorted(joining), dtype=pl.String).implode()).fill_null(False).to_numpy()
+    inside = todo[update.a] & todo[update.b]
+    for x, y in zip(update.a[inside].tolist(), update.b[inside].tolist()):
+        rx, ry = find(x), find(y)
+        if rx == ry or image_answer[x] != image_answer[y]:
+            continue
+        if _answers_agree(answers[x], answers[y], image_answer[x], matcher) and \
+                matcher.near(images_list[x], images_list[y]):
+            parent[max(rx, ry)] = min(rx, ry)
     roots = np.array([find(i) for i in range(n)], dtype=np.int64)
-    return questions.with_columns(
-        pl.Series("_root", roots)
-    ).with_columns(
+    family = pl.DataFrame({"question_id": qids, "_root": roots},
+                          schema={"question_id": pl.String, "_root": pl.Int64}).with_columns(
         pl.col("question_id").min().over("_root").alias("duplicate_group")
-    ).drop("_root")
+    )["duplicate_group"]
+    if old_family is not None:
+        family = pl.select(pl.when(pl.Series(todo)).then(family).otherwise(old_family)).to_series()
+    family = family.alias("duplicate_group")
+    nodes = nodes.with_columns(family.alias("family")).sort("id")
+    kept = questions.with_columns(family)
+    return FamilyResult(kept, GraphState(nodes, update.edges_state(ids)), int(todo.sum()))

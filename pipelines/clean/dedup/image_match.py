@@ -26,6 +26,7 @@ same-layout rule alone; images without a hash match only themselves.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -129,6 +130,15 @@ class ImageIndex:
             self._content_thumbnail[i] = thumb
             self._colours[i] = np.frombuffer(colours, dtype=np.uint8).astype(np.float64) / 255.0
         self._fine: dict[int, np.ndarray] = {}
+        # per row, a digest of everything the rule reads (0: the row that describes nothing)
+        self.descriptor_digest = np.zeros(n, dtype=np.uint64)
+        for name, i in self.row_of.items():
+            parts = [repr(int(self.phash[i]) if self.has_phash[i] else None), repr(self.thumbnail.get(i))]
+            if self.has_content[i]:
+                parts += [repr(int(self.content_phash[i])), repr(self.box[i].tolist()),
+                          repr(self._content_thumbnail[i]), repr(self._colours[i].tolist())]
+            digest = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).digest()
+            self.descriptor_digest[i] = np.uint64(int.from_bytes(digest, "big"))
 
     @classmethod
     def from_table(cls, images: pl.DataFrame) -> "ImageIndex":

@@ -1,0 +1,162 @@
+"""Dedup reusing the previous run's graphs (``graph_state``): after any change the result is the
+one a run from scratch gives, and only what the change touches is computed."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from pipelines.clean.dedup import DedupConfig, ImageIndex, deduplicate
+from pipelines.clean.dedup.dedup import TextForms, family_groups
+from pipelines.clean.dedup.graph_state import SavedState
+from pipelines.clean.filtering import cap_per_skill
+from pipelines.store.records import RAW_QUESTION_SCHEMA
+
+
+def _q(key, problem, image=None, choices=("1", "2", "3"), pics=None, answer=0, skill="add"):
+    return {
+        "source": "site", "source_key": key, "subject": "math", "grade": "grade-3", "skill": skill,
+        "problem": problem, "problem_image": image, "choices": None if pics else list(choices),
+        "choice_images": pics, "answer_idx": answer, "source_split": None, "extra": "{}",
+    }
+
+
+def _flip(h: int, *bits: int) -> int:
+    for b in bits:
+        h ^= 1 << b
+    return h
+
+
+RNG = np.random.default_rng(3)
+IMAGES = {f"t{i}": int(v) for i, v in enumerate(RNG.integers(0, 2**63, 120, dtype=np.int64))}
+IMAGES.update({f"t{i}_jpeg": _flip(IMAGES[f"t{i}"], 5) for i in range(0, 120, 7)})
+IMAGES.update({
+    "star": 0x9A3C_55F0_1E2D_7B41, "star_jpeg": _flip(0x9A3C_55F0_1E2D_7B41, 3, 40),
+    "moon": 0x1234_5678_9ABC_DEF0, "sun": 0xF0E1_D2C3_B4A5_9687,
+    "ca": 0, "cb": _flip(0, 1, 17, 33), "cc": _flip(0, 1, 17, 33, 49, 60, 62),
+    "o1": 0x0F0F_0F0F_0F0F_0F0F, "o1_jpeg": _flip(0x0F0F_0F0F_0F0F_0F0F, 7), "o2": 0x7777_1111_AAAA_5555,
+})
+
+
+def _base_rows() -> list[dict]:
+    rows = [
+        _q("a01", "How many stars are there?", "star"),
+        _q("a02", "How many stars are there?", "star_jpeg"),
+        _q("a03", "how many  stars are there?", "star"),  # exact duplicate of a01
+        _q("a04", "How many moons are there?", "moon"),
+        _q("a05", "What is shown?", "ca"),
+        _q("a06", "What is shown?", "cb"),
+        _q("a07", "What is shown?", "cc"),
+        _q("a08", "Which sun?", "sun", answer=0),
+        _q("a09", "Which sun?", "sun", answer=1),  # conflict: quarantined
+        _q("a10", "Pick the picture", None, pics=["o1", "o2"]),
+        _q("a11", "Pick the picture", None, pics=["o2", "o1_jpeg"]),
+        _q("a12", "Same figure, other options", "star", choices=("4", "5")),
+        _q("a13", "Which option matches the moon?", "moon", pics=["o1", "o2"], answer=0, skill="moon"),
+        _q("a14", "Which option matches the moon?", "moon", pics=["o1_jpeg", "sun"], answer=0, skill="moon"),  # same family
+    ]
+    # a large templated block (more than small_block questions), with near copies
+    rows += [_q(f"b{i:03d}", "Which shape is this?", f"t{i}") for i in range(120)]
+    rows += [_q(f"c{i:03d}", "Which shape is this?", f"t{i}_jpeg") for i in range(0, 120, 7)]
+    return rows
+
+
+def _frame(rows):
+    return pl.DataFrame(rows, schema=pl.Schema(RAW_QUESTION_SCHEMA))
+
+
+def _run(rows, images=IMAGES, previous=None, cap=60):
+    index = ImageIndex(images)
+    config = DedupConfig()
+    texts = TextForms.from_frame(previous["texts"] if previous else None)
+    result = deduplicate(_frame(rows), index, config, previous=previous and previous["near"], texts=texts)
+    kept, over = cap_per_skill(result.kept, cap, 0)
+    families = family_groups(kept.sort("question_id"), index, config,
+                             previous=previous and previous["families"], texts=texts)
+    return {
+        "kept": families.kept, "duplicates": result.duplicates, "quarantine": result.quarantine, "over": over,
+        "near": result.state, "families": families.state, "texts": texts.frame(),
+        "computed": (result.nodes_computed, families.nodes_computed),
+    }
+
+
+def _assert_same(incremental, scratch):
+    for name in ("kept", "duplicates", "quarantine", "over"):
+        assert incremental[name].equals(scratch[name]), name
+    for name in ("near", "families"):
+        assert incremental[name].nodes.equals(scratch[name].nodes), name
+        assert incremental[name].edges.sort("a", "b").equals(scratch[name].edges.sort("a", "b")), name
+
+
+def _edit(rows, key, **changes):
+    return [{**r, **changes} if r["source_key"] == key else r for r in rows]
+
+
+CHANGES = {
+    "changed text joins a group": lambda rows: _edit(rows, "a04", problem="How many stars are there?",
+                                                     problem_image="star_jpeg"),
+    "changed text leaves a group": lambda rows: _edit(rows, "a02", problem="How many suns are there?"),
+    "the kept question removed": lambda rows: [r for r in rows if r["source_key"] not in ("a01", "a03")],
+    "chain's middle removed": lambda rows: [r for r in rows if r["source_key"] != "a06"],
+    "an image changed": lambda rows: _edit(rows, "b014", problem_image="t21_jpeg"),
+    "new duplicate of an old one": lambda rows: rows + [_q("a00", "How many stars are there?", "star_jpeg")],
+    "conflict resolved": lambda rows: _edit(rows, "a09", answer_idx=0),
+    "option images changed": lambda rows: _edit(rows, "a11", choice_images=["o2", "star"]),
+    "block shrinks below small_block": lambda rows: [r for r in rows if not r["source_key"].startswith("b0")],
+    "answer changed in a family": lambda rows: _edit(rows, "a12", answer_idx=1),
+    "many edits": lambda rows: [
+        {**r, "problem": r["problem"] + " (revised)"} if i % 9 == 0 else r for i, r in enumerate(rows)
+    ],
+}
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_rebuild_after_a_change_equals_a_run_from_scratch(change):
+    before = _run(_base_rows())
+    rows = CHANGES[change](_base_rows())
+    _assert_same(_run(rows, previous=before), _run(rows))
+
+
+def test_image_descriptors_changing_is_a_change():
+    before = _run(_base_rows())
+    images = {**IMAGES, "t28": IMAGES["t28_jpeg"] ^ 1}  # the image table describes t28 anew
+    _assert_same(_run(_base_rows(), images, previous=before), _run(_base_rows(), images))
+
+
+def test_an_answer_image_described_anew_is_a_change():
+    before = _run(_base_rows())
+    assert before["kept"].filter(pl.col("problem") == "Which option matches the moon?")["duplicate_group"].n_unique() == 1
+    images = {**IMAGES, "o1_jpeg": IMAGES["o2"] ^ 0xFFFF}  # no longer near o1: the answers disagree
+    after = _run(_base_rows(), images, previous=before)
+    _assert_same(after, _run(_base_rows(), images))
+    assert after["kept"].filter(pl.col("problem") == "Which option matches the moon?")["duplicate_group"].n_unique() == 2
+
+
+def test_only_touched_components_are_computed():
+    before = _run(_base_rows())
+    assert before["computed"][0] > 100
+    after = _run(_edit(_base_rows(), "b050", problem_image="t63_jpeg"), previous=before)
+    near, families = after["computed"]
+    assert 0 < near < 10 and 0 < families < 10
+    unchanged = _run(_base_rows(), previous=before)
+    assert unchanged["computed"] == (0, 0)
+
+
+def test_saved_state_is_refused_when_settings_or_code_change(tmp_path):
+    frames = {"x": pl.DataFrame({"a": [1, 2]})}
+    SavedState(tmp_path, ("x",), {"settings": {"cap": 1}, "code": "c1"}).save(frames)
+    loaded, why = SavedState(tmp_path, ("x",), {"settings": {"cap": 1}, "code": "c1"}).load()
+    assert why == "" and loaded["x"].equals(frames["x"])
+    for context in ({"settings": {"cap": 2}, "code": "c1"}, {"settings": {"cap": 1}, "code": "c2"}):
+        loaded, why = SavedState(tmp_path, ("x",), context).load()
+        assert loaded is None and "changed" in why
+
+
+def test_saved_state_is_refused_when_a_file_is_not_the_one_saved(tmp_path, monkeypatch):
+    context = {"code": "c"}
+    SavedState(tmp_path, ("x", "y"), context).save({"x": pl.DataFrame({"a": [1]}), "y": pl.DataFrame({"b": [2]})})
+    (tmp_path / "y.parquet").unlink()
+    assert SavedState(tmp_path, ("x", "y"), context).load() == (None, "state file changed or missing: y")
+    monkeypatch.setenv("STEMFORGE_ROW_REUSE", "0")
+    assert SavedState(tmp_path, ("x", "y"), context).load()[0] is None
