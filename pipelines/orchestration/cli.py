@@ -154,6 +154,33 @@ def cmd_sql(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- verify --------------------------------------------------------------------------
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from pipelines.store.homelock import HomeBusy, home_lock
+    from pipelines.store.integrity import DAMAGED, describe, repair, summary_line, verify_home
+
+    home = resolve_home(args.home)
+    if not home.lake.is_dir():
+        raise CliError(f"no data home at {home.root}; run `stemforge build` first")
+    try:
+        with home_lock(home, "verify"):  # a build's files are complete only between its writes
+            report = verify_home(home)
+            for finding in report.findings:
+                if not (args.repair and finding.problem == DAMAGED):
+                    print(describe(home, finding))
+            if args.repair:
+                repair(home, report.findings, print)
+    except HomeBusy as exc:
+        raise CliError(str(exc)) from None
+    print(summary_line(report))
+    if not report.clean:
+        print("the next `stemforge build` rebuilds what is missing or was removed" if args.repair else
+              "the next `stemforge build` rebuilds damaged lake files, the warehouse and what is missing; "
+              "`stemforge verify --repair` first removes damaged export files and images, for it to rebuild them too")
+    return 0 if report.clean else 1
+
+
 # ---- eval ----------------------------------------------------------------------------
 
 RESCORE_SELECTION = "key:evaluation_metrics or key:cogme_profiles or key:report"
@@ -182,7 +209,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 path = remove_imported_model(home, args.remove)
                 print(f"removed imported model {args.remove} ({path.name})")
             else:
-                figures = import_predictions_file(home, Path(args.predictions), args.model)
+                figures = import_predictions_file(home, Path(args.predictions), args.model, fmt=args.format)
                 print(f"imported {figures['rows']} predictions for model {args.model}")
                 for split, cover in figures["coverage"].items():
                     if cover["missing"]:
@@ -201,6 +228,25 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if not outcome.success:
         print(outcome.summary)
     return 0 if outcome.success else 1
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from pipelines.dataset.harness_export import HarnessExportError, export_for_harness
+
+    home = resolve_home(args.home)
+    if not home.lake_path("questions").exists():
+        raise CliError(f"no built dataset in {home.root}; run `stemforge build` first")
+    try:
+        result = export_for_harness(home, args.format, Path(args.out) if args.out else None, split=args.split)
+    except HarnessExportError as exc:
+        raise CliError(str(exc)) from None
+    what = "rows" if args.format == "stem" else f"{args.split} questions"
+    print(f"exported {result.rows} {what} as {result.format} to {result.out}")
+    for reason, n in result.left_out.items():
+        print(f"left out {n} question(s): {reason}")
+    for note in result.notes:
+        print(f"note: {note}")
+    return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -383,13 +429,32 @@ def build_parser() -> argparse.ArgumentParser:
     add_home(p)
     p.set_defaults(func=cmd_sql)
 
+    p = sub.add_parser("verify", help="check every file of a home against its recorded checksum")
+    p.add_argument("--repair", action="store_true",
+                   help="remove damaged files for the next build to rebuild (moved to damaged/ when no stage writes them; default: off)")
+    add_home(p)
+    p.set_defaults(func=cmd_verify)
+
     p = sub.add_parser("eval", help="import predictions and score them; list or remove imported models")
     p.add_argument("--predictions", help="JSONL, CSV or preds.txt file of predictions (required to import)")
     p.add_argument("--model", help="the imported model's name, not a built-in model's nor paper:... (required to import)")
     p.add_argument("--list", action="store_true", help="list the imported models (default: off)")
     p.add_argument("--remove", metavar="NAME", help="remove an imported model and rescore")
+    p.add_argument("--format", default="auto", metavar="FORMAT",
+                   help="auto | stemforge | vlmevalkit | lmms-eval: how to read --predictions; auto tells our "
+                   "JSONL/CSV/preds.txt, a VLMEvalKit prediction table and an lmms-eval sample log apart (default: %(default)s)")
     add_home(p)
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("export", help="write a split for an evaluation harness (VLMEvalKit, lmms-eval) or copy the STEM export")
+    p.add_argument("--format", default="stem", metavar="FORMAT",
+                   help="stem | vlmevalkit | lmms-eval (default: %(default)s)")
+    p.add_argument("--split", default="test", metavar="SPLIT",
+                   help="train | valid | test: the split a harness format holds, questions with an answer key only (default: %(default)s)")
+    p.add_argument("--out", metavar="DIR",
+                   help="folder to write (default: the home's export/vlmevalkit or export/lmms-eval; for stem: export/stem itself, or a copy at DIR)")
+    add_home(p)
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("compare", help="paired comparison of two scored models: macro, micro and per subject")
     p.add_argument("model_a", metavar="A", help="a scored model (built-in spec or imported name)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import warnings
 from dataclasses import dataclass
 
@@ -11,6 +12,7 @@ import polars as pl
 
 from pipelines.store.home import DataHome
 from pipelines.store.atomic import process_alive, process_start, remove_stale_temporaries
+from pipelines.store.integrity import check_before_build
 from pipelines.settings import BuildSettings
 
 
@@ -176,6 +178,8 @@ def _run_build(
     release_abandoned_runs(instance)
     if live_build_runs(instance) == 0:  # nobody else is writing: leftovers are a killed build's
         remove_stray_temporaries(home)
+    # the lake and the warehouse byte-checked: a damaged file is named and rebuilt by this run
+    check_before_build(home, log=lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
     keys = sync_source_partitions(instance, settings.sources)
     asset_selection = selected_asset_keys(selection)
     tags = {"stemforge/command": command, **process_tags()}
