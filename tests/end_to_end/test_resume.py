@@ -7,7 +7,6 @@ export and warehouse are compared with a build of the same command in another ho
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import subprocess
@@ -28,6 +27,7 @@ from pipelines.orchestration.run import (
 from pipelines.orchestration.cli import prepare_instance
 from pipelines.store.home import DataHome
 from pipelines.store.warehouse import run_query
+from support.builds import data_file_digests
 
 ROOT = Path(__file__).resolve().parents[2]
 QUERIES = (
@@ -81,15 +81,7 @@ def warehouse_publishing(home: Path) -> bool:
 
 
 def outputs(home: DataHome) -> dict[str, str]:
-    files = {}
-    for folder in (home.lake, home.export.parent):
-        for path in sorted(folder.rglob("*")):
-            relative = path.relative_to(home.root).as_posix()
-            # the reuse states' records name their files' identities (mtime_ns), which differ by nature
-            record = relative.startswith("lake/state/") and relative.endswith((".json", ".json.sha256"))
-            if path.is_file() and not relative.startswith("lake/state/fingerprints/") and not record:
-                files[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return files
+    return data_file_digests(home)
 
 
 def test_killed_builds_resume_to_identical_outputs(tmp_path):

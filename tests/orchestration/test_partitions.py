@@ -10,7 +10,6 @@ A and B must leave byte-identical lakes and exports; C the same bytes for what i
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import re
@@ -28,6 +27,7 @@ from pipelines.orchestration.definitions import all_assets, build_job_definition
 from pipelines.store.home import DataHome
 from pipelines.settings import BuildSettings
 from pipelines.store.warehouse import run_query
+from support.builds import data_file_digests
 
 ROOT = Path(__file__).resolve().parents[2]
 INGEST = [dg.AssetKey("crawled_pages"), dg.AssetKey("raw_questions")]
@@ -87,14 +87,7 @@ def settings_for(home: DataHome, corpus: Path) -> BuildSettings:
 
 
 def lake_and_export(home: DataHome) -> dict[str, str]:
-    """sha256 of every lake and export file; stage fingerprints record file times, not data."""
-    files = {}
-    for folder in (home.lake, home.export.parent):
-        for path in sorted(folder.rglob("*")):
-            relative = path.relative_to(home.root).as_posix()
-            if path.is_file() and not relative.startswith("lake/state/fingerprints/"):
-                files[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return files
+    return data_file_digests(home)
 
 
 def warehouse_rows(home: DataHome) -> list:

@@ -25,3 +25,18 @@ def home_instance(home: DataHome) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def data_file_digests(home: DataHome) -> dict[str, str]:
+    """sha256 of every lake and export file, leaving out the run records under ``lake/state/``
+    (stage fingerprints and reuse states name their files' identities, mtime_ns, not data)."""
+    import hashlib
+
+    files = {}
+    for folder in (home.lake, home.export.parent):
+        for path in sorted(folder.rglob("*")):
+            relative = path.relative_to(home.root).as_posix()
+            record = relative.startswith("lake/state/") and relative.endswith((".json", ".json.sha256"))
+            if path.is_file() and not relative.startswith("lake/state/fingerprints/") and not record:
+                files[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return files
