@@ -26,7 +26,7 @@ import polars as pl
 
 from pipelines.dataset.harness_export import row_pictures
 from pipelines.dataset.lmms_eval_task import infer_letter
-from pipelines.evaluation.prediction_errors import LineError, PredictionsImportError
+from pipelines.evaluation.prediction_errors import LineError, PredictionsImportError, csv_records
 
 HARNESS_IMPORT_FORMATS = ("vlmevalkit", "lmms-eval")
 IMPORT_FORMATS = ("auto", "stemforge", *HARNESS_IMPORT_FORMATS)
@@ -104,21 +104,8 @@ def _table_rows(path: Path):
         reader = csv.reader(handle, delimiter=delimiter)
         header = [h.strip() for h in next(reader, [])]
         yield 1, header
-        while True:
-            start = reader.line_num + 1
-            try:
-                cells = next(reader)
-            except StopIteration:
-                return
-            except csv.Error as exc:
-                yield start, LineError(f"malformed {path.suffix[1:].upper()} ({exc})")
-                continue
-            if not cells or all(not c.strip() for c in cells):
-                continue
-            if len(cells) != len(header):
-                yield start, LineError(f"expected {len(header)} cells, found {len(cells)}")
-                continue
-            yield start, {k: (v if v != "" else None) for k, v in zip(header, cells)}
+        for line, row in csv_records(reader, header, path.suffix[1:].upper()):
+            yield line, row if isinstance(row, LineError) else {k: (v if v != "" else None) for k, v in row.items()}
 
 
 def read_vlmevalkit(path: Path, questions: pl.DataFrame):

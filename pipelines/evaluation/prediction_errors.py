@@ -1,7 +1,10 @@
-"""Errors of a predictions import, shared by the file formats (``predictions_import``) and the
-harness outputs (``harness_import``)."""
+"""Errors of a predictions import and the CSV record reader, shared by the file formats
+(``predictions_import``) and the harness outputs (``harness_import``)."""
 
 from __future__ import annotations
+
+import csv
+from typing import Iterator
 
 
 class PredictionsImportError(ValueError):
@@ -10,3 +13,24 @@ class PredictionsImportError(ValueError):
 
 class LineError(Exception):
     """What is wrong with one line or row; the reader adds the file name and line number."""
+
+
+def csv_records(reader, header: list[str], kind: str = "CSV") -> Iterator[tuple[int, dict[str, str] | LineError]]:
+    """``(line, row)`` for each record a ``csv.reader`` reads after ``header``: the row as a dict,
+    or a ``LineError`` for a malformed record or one with the wrong number of cells; blank
+    records are skipped. A record's line is where it starts (a quoted cell may span lines)."""
+    while True:
+        start = reader.line_num + 1
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            yield start, LineError(f"malformed {kind} ({exc})")
+            continue
+        if not cells or all(not c.strip() for c in cells):
+            continue
+        if len(cells) != len(header):
+            yield start, LineError(f"expected {len(header)} cells, found {len(cells)}")
+            continue
+        yield start, dict(zip(header, cells))

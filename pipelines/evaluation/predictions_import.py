@@ -34,7 +34,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.evaluation.prediction_errors import LineError, PredictionsImportError
+from pipelines.evaluation.prediction_errors import LineError, PredictionsImportError, csv_records
 
 REQUIRED_QUESTION_COLUMNS = ("question_id", "split", "num_choices")
 RESULT_SCHEMA = {
@@ -119,22 +119,7 @@ def _read_csv(path: Path):
                 raise PredictionsImportError(f"{path.name} line 1: CSV header lacks column {column!r}")
         if len(set(header)) != len(header):
             raise PredictionsImportError(f"{path.name} line 1: CSV header repeats a column")
-        while True:
-            # A record's line is where it starts (a quoted cell may span several lines).
-            start = reader.line_num + 1
-            try:
-                cells = next(reader)
-            except StopIteration:
-                return
-            except csv.Error as exc:
-                yield start, LineError(f"malformed CSV ({exc})")
-                continue
-            if not cells or all(not c.strip() for c in cells):
-                continue
-            if len(cells) != len(header):
-                yield start, LineError(f"expected {len(header)} cells, found {len(cells)}")
-                continue
-            yield start, dict(zip(header, cells))
+        yield from csv_records(reader, header)
 
 
 def _test_order(questions: pl.DataFrame, order_by: str) -> list[str]:
