@@ -105,6 +105,10 @@ CHANGES = {
     "option images changed": lambda rows: _edit(rows, "a11", choice_images=["o2", "star"]),
     "block shrinks below small_block": lambda rows: [r for r in rows if not r["source_key"].startswith("b0")],
     "answer changed in a family": lambda rows: _edit(rows, "a12", answer_idx=1),
+    "an unknown answer enters the large block": lambda rows: _edit(rows, "b007", answer_idx=-1),
+    "answers vary in the large block": lambda rows: [
+        {**r, "answer_idx": i % 3} if r["source_key"][0] in "bc" else r for i, r in enumerate(rows)
+    ],
     "many edits": lambda rows: [
         {**r, "problem": r["problem"] + " (revised)"} if i % 9 == 0 else r for i, r in enumerate(rows)
     ],
@@ -160,3 +164,60 @@ def test_saved_state_is_refused_when_a_file_is_not_the_one_saved(tmp_path, monke
     assert SavedState(tmp_path, ("x", "y"), context).load() == (None, "state file changed or missing: y")
     monkeypatch.setenv("STEMFORGE_ROW_REUSE", "0")
     assert SavedState(tmp_path, ("x", "y"), context).load()[0] is None
+
+
+def _families_by_brute_force(kept: pl.DataFrame, index: ImageIndex) -> list[str]:
+    """figure_families' definition over every pair of kept questions."""
+    from pipelines.clean.dedup.dedup import _answers_agree
+    from pipelines.clean.dedup.image_match import ImageMatcher
+    from pipelines.clean.dedup.normalize import canonical_text
+
+    matcher = ImageMatcher(index, DedupConfig().rule)
+    rows = kept.to_dicts()
+    parent = list(range(len(rows)))
+
+    def find(x):
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    def answer(r):
+        if r["answer_idx"] < 0:
+            return None
+        if r["choice_images"] is not None:
+            return r["choice_images"][r["answer_idx"]]
+        return canonical_text(r["choices"][r["answer_idx"]], option=True)
+
+    for i, x in enumerate(rows):
+        for j, y in enumerate(rows[:i]):
+            if x["problem_image"] is None or y["problem_image"] is None:
+                continue
+            pictured = x["choice_images"] is not None
+            if canonical_text(x["problem"]) == canonical_text(y["problem"]) and \
+                    pictured == (y["choice_images"] is not None) and \
+                    _answers_agree(answer(x), answer(y), pictured, matcher) and \
+                    matcher.near(x["problem_image"], y["problem_image"]):
+                parent[find(i)] = find(j)
+    smallest: dict[int, str] = {}
+    for i, r in enumerate(rows):
+        root = find(i)
+        smallest[root] = min(smallest.get(root, r["question_id"]), r["question_id"])
+    return [smallest[find(i)] for i in range(len(rows))]
+
+
+@pytest.mark.parametrize("unknown", [False, True])
+def test_families_of_a_large_templated_block_with_varied_answers_are_the_definitions(unknown):
+    """Candidates are split by answer (two differing text answers never join); a block with an
+    unknown answer (it agrees with any) is not split. The families are those of every pair."""
+    # other options each (not duplicates); answers "p" and "q" repeat, "d<i>" does not
+    rows = [_q(f"d{i:03d}", "Which tile is this?", f"t{i % 40}", choices=(f"d{i}", "p", "q"), answer=i % 3)
+            for i in range(100)]
+    rows += [_q(f"e{i:03d}", "Which tile is this?", f"t{i}_jpeg", choices=(f"e{i}", "p", "q"), answer=i % 3)
+             for i in range(0, 120, 7)]
+    if unknown:
+        rows[5]["answer_idx"] = -1
+    index = ImageIndex(IMAGES)
+    kept = deduplicate(_frame(rows), index).kept.sort("question_id")
+    families = family_groups(kept, index, DedupConfig()).kept
+    assert families["duplicate_group"].to_list() == _families_by_brute_force(kept, index)
+    assert families["duplicate_group"].n_unique() < kept.height

@@ -414,9 +414,11 @@ class _Candidates:
     rule of ``image_match`` (every option of one close to some option of the other)."""
 
     def __init__(self, exact_key: np.ndarray, problem_images: list, option_images: list | None, index: ImageIndex,
-                 config: DedupConfig):
+                 config: DedupConfig, size_key: np.ndarray | None = None):
         self.m = m = len(exact_key)
         self.key = exact_key.astype(np.uint64)
+        # the blocks whose size decides ``large`` (default: the exact key's)
+        self.size_key = self.key if size_key is None else size_key.astype(np.uint64)
         self.config = config
         self.index = index
         self.any_content = bool(index.has_content.any())
@@ -465,8 +467,8 @@ class _Candidates:
 
     @property
     def large(self) -> np.ndarray:
-        """Per item: whether its block has more than ``small_block`` items."""
-        _, inverse, counts = np.unique(self.key, return_inverse=True, return_counts=True)
+        """Per item: whether its block (of ``size_key``) has more than ``small_block`` items."""
+        _, inverse, counts = np.unique(self.size_key, return_inverse=True, return_counts=True)
         return counts[inverse.reshape(-1)] > self.config.small_block
 
     @property
@@ -751,6 +753,24 @@ def figure_families(
     return family_groups(questions, images, config, thumbnail_of).kept
 
 
+def _answer_key(key: np.ndarray, with_image: np.ndarray, answers: list, image_answer: list, seed: int) -> np.ndarray:
+    """The family candidates' exact key: ``key`` split by what decides answer agreement, so a
+    templated stem asked of many pictures does not pair every two of its questions. Two
+    questions whose answers are of different kinds (text, image) never join, nor do two text
+    answers that differ when neither is unknown; a block holding an unknown text answer (it
+    agrees with any) keeps its text answers together. Block sizes (``large``) stay those of
+    ``key``."""
+    image_answered = np.fromiter(image_answer, dtype=bool, count=len(key))
+    text = with_image & ~image_answered
+    series = pl.Series(answers, dtype=pl.String)
+    unknown = text & series.is_null().to_numpy()
+    split = text & ~np.isin(key, key[unknown])
+    answer_hash = series.hash(seed=seed).to_numpy().astype(np.uint64)
+    out = np.where(text, _mix(key, _U64(0xA1)), _mix(key, _U64(0xA2)))
+    out = np.where(split, _mix(out, answer_hash), out)
+    return np.where(with_image, out, key)
+
+
 @dataclass
 class FamilyResult:
     kept: pl.DataFrame
@@ -806,7 +826,8 @@ def family_groups(
                                         if x is not None and not pictured])
     answers = [x if x is None or pictured else text_answers[x]
                for x, pictured in zip(answer["answer"].to_list(), image_answer)]
-    candidates = _Candidates(key, images_list, None, index, config)
+    candidates = _Candidates(_answer_key(key, with_image, answers, image_answer, config.seed), images_list, None,
+                             index, config, size_key=key)
     image_answers = [x if pictured else None for x, pictured in zip(answers, image_answer)]
     attributes = frame.with_columns(
         pl.Series("answer", answers, dtype=pl.String), pl.Series("image_answer", image_answer, dtype=pl.Boolean),

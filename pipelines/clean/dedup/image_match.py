@@ -189,11 +189,20 @@ class ImageMatcher:
     def __init__(self, index: ImageIndex, rule: MatchRule = MatchRule()):
         self.index = index
         self.rule = rule
+        # a picture reused by many questions meets the same others again and again
+        self._known: dict[tuple[str, str], dict | None] = {}
 
     def distance(self, a: str, b: str) -> dict | None:
         """Evidence (a dict) when images ``a`` and ``b`` are near-equal, else None."""
         if a == b:
             return {"image": "equal"}
+        try:
+            found = self._known[a, b]
+        except KeyError:
+            found = self._known[a, b] = self._distance(a, b)
+        return None if found is None else dict(found)
+
+    def _distance(self, a: str, b: str) -> dict | None:
         index, rule = self.index, self.rule
         ia, ib = index.row_of.get(a), index.row_of.get(b)
         if ia is None or ib is None or not (index.has_phash[ia] and index.has_phash[ib]):
