@@ -26,7 +26,7 @@ import polars as pl
 
 from pipelines.dataset.harness_export import row_pictures
 from pipelines.dataset.lmms_eval_task import infer_letter
-from pipelines.evaluation.prediction_errors import LineError, PredictionsImportError, csv_records
+from pipelines.evaluation.prediction_errors import LineError, PredictionsImportError, csv_records, json_line_records
 
 HARNESS_IMPORT_FORMATS = ("vlmevalkit", "lmms-eval")
 IMPORT_FORMATS = ("auto", "stemforge", *HARNESS_IMPORT_FORMATS)
@@ -139,36 +139,31 @@ def _response_text(sample: dict) -> str:
 
 def read_lmms_eval(path: Path, questions: pl.DataFrame):
     options = _options_by_question(questions)
-    with path.open("r", encoding="utf-8-sig") as handle:
-        for line, text in enumerate(handle, start=1):
-            if not text.strip():
+    for line, sample in json_line_records(path):
+        if isinstance(sample, LineError):
+            yield line, sample
+            continue
+        if not isinstance(sample, dict) or "doc_id" not in sample:
+            yield line, LineError("expected an lmms-eval sample (an object with doc_id)")
+            continue
+        logged = sample.get(LMMS_METRIC)
+        doc = sample.get("doc") if isinstance(sample.get("doc"), dict) else {}
+        question_id = logged.get("question_id") if isinstance(logged, dict) else doc.get("question_id")
+        if not isinstance(question_id, str) or not question_id:
+            yield line, LineError(
+                f"no question_id in the sample (neither {LMMS_METRIC} nor doc carries one); "
+                "run the task `stemforge export --format lmms-eval` writes"
+            )
+            continue
+        choices = options.get(question_id)
+        if choices is None:
+            yield line, {"question_id": question_id, "prediction": 0}  # refused as an unknown id
+            continue
+        if isinstance(logged, dict) and "prediction" in logged:
+            letter = logged["prediction"]
+            if not isinstance(letter, str) or (letter and letter not in choices):
+                yield line, LineError(f"{LMMS_METRIC} prediction {letter!r} is not an option letter of question {question_id}")
                 continue
-            try:
-                sample = json.loads(text)
-            except json.JSONDecodeError as exc:
-                yield line, LineError(f"malformed JSON ({exc.msg})")
-                continue
-            if not isinstance(sample, dict) or "doc_id" not in sample:
-                yield line, LineError("expected an lmms-eval sample (an object with doc_id)")
-                continue
-            logged = sample.get(LMMS_METRIC)
-            doc = sample.get("doc") if isinstance(sample.get("doc"), dict) else {}
-            question_id = logged.get("question_id") if isinstance(logged, dict) else doc.get("question_id")
-            if not isinstance(question_id, str) or not question_id:
-                yield line, LineError(
-                    f"no question_id in the sample (neither {LMMS_METRIC} nor doc carries one); "
-                    "run the task `stemforge export --format lmms-eval` writes"
-                )
-                continue
-            choices = options.get(question_id)
-            if choices is None:
-                yield line, {"question_id": question_id, "prediction": 0}  # refused as an unknown id
-                continue
-            if isinstance(logged, dict) and "prediction" in logged:
-                letter = logged["prediction"]
-                if not isinstance(letter, str) or (letter and letter not in choices):
-                    yield line, LineError(f"{LMMS_METRIC} prediction {letter!r} is not an option letter of question {question_id}")
-                    continue
-            else:
-                letter = infer_letter(_response_text(sample), dict(choices))
-            yield line, {"question_id": question_id, "prediction": _letter_index(letter)}
+        else:
+            letter = infer_letter(_response_text(sample), dict(choices))
+        yield line, {"question_id": question_id, "prediction": _letter_index(letter)}

@@ -1,10 +1,12 @@
-"""Errors of a predictions import and the CSV record reader, shared by the file formats
+"""Errors of a predictions import and the CSV and JSON-lines record readers, shared by the file formats
 (``predictions_import``) and the harness outputs (``harness_import``)."""
 
 from __future__ import annotations
 
 import csv
-from typing import Iterator
+import json
+from pathlib import Path
+from typing import Any, Iterator
 
 
 class PredictionsImportError(ValueError):
@@ -34,3 +36,16 @@ def csv_records(reader, header: list[str], kind: str = "CSV") -> Iterator[tuple[
             yield start, LineError(f"expected {len(header)} cells, found {len(cells)}")
             continue
         yield start, dict(zip(header, cells))
+
+
+def json_line_records(path: Path) -> Iterator[tuple[int, Any]]:
+    """``(line, value)`` for each non-blank line of a JSON-lines file: the decoded value, or a
+    ``LineError`` for a line that is not JSON. Callers check the value's shape."""
+    with path.open("r", encoding="utf-8-sig") as handle:
+        for line, text in enumerate(handle, start=1):
+            if not text.strip():
+                continue
+            try:
+                yield line, json.loads(text)
+            except json.JSONDecodeError as exc:
+                yield line, LineError(f"malformed JSON ({exc.msg})")

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.evaluation.prediction_errors import LineError, PredictionsImportError, csv_records
+from pipelines.evaluation.prediction_errors import LineError, PredictionsImportError, csv_records, json_line_records
 
 REQUIRED_QUESTION_COLUMNS = ("question_id", "split", "num_choices")
 RESULT_SCHEMA = {
@@ -91,19 +91,10 @@ def _as_scores(value) -> list[float] | None:
 
 
 def _read_jsonl(path: Path):
-    with path.open("r", encoding="utf-8-sig") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield line_number, LineError(f"malformed JSON ({exc.msg})")
-                continue
-            if not isinstance(row, dict):
-                yield line_number, LineError("expected a JSON object")
-                continue
-            yield line_number, row
+    for line_number, row in json_line_records(path):
+        if not isinstance(row, (dict, LineError)):
+            row = LineError("expected a JSON object")
+        yield line_number, row
 
 
 def _read_csv(path: Path):
