@@ -149,11 +149,8 @@ def extract_links(body: bytes, page_url: str, follow: tuple[str, ...] = ()) -> l
             target = attrs.get(b"href") if ("next" in rel or "prev" in rel) else None
         else:
             target = attrs.get(b"href")
-        if target and not target.lstrip().startswith("#"):
-            try:
-                links.append(urljoin(base, target.strip()))
-            except ValueError:
-                continue
+        if (link := _resolved(base, target)) is not None:
+            links.append(link)
     return links
 
 
@@ -189,6 +186,16 @@ def _json_ld_images(body: bytes, page_url: str) -> list[str]:
     return found
 
 
+def _resolved(base: str, target: str | None) -> str | None:
+    """``target`` made absolute against ``base``; None for no target, a fragment or a malformed URL."""
+    if not target or target.lstrip().startswith("#"):
+        return None
+    try:
+        return urljoin(base, target.strip())
+    except ValueError:
+        return None
+
+
 def _selected_links(body: bytes, page_url: str, follow: tuple[str, ...]) -> list[str]:
     from selectolax.lexbor import LexborHTMLParser
 
@@ -211,11 +218,8 @@ def _selected_links(body: bytes, page_url: str, follow: tuple[str, ...]) -> list
             target = attrs.get("href") if ("next" in rel or "prev" in rel) else None
         else:
             target = attrs.get("href")
-        if target and not target.lstrip().startswith("#"):
-            try:
-                links.append(urljoin(base, target.strip()))
-            except ValueError:
-                continue
+        if (link := _resolved(base, target)) is not None:
+            links.append(link)
     return links
 
 
