@@ -494,53 +494,121 @@ def test_thumbnails_separate_look_alike_drawings_that_the_hash_confuses():
     assert set(strict_kept) == {"c1", "c3"} and json.loads(strict_dups["c2"]["evidence"])["thumbnail"] < 3.0
 
 
-def test_chunked_pair_generation_equals_all_pairs_at_once():
-    from pipelines.clean.dedup.image_index import iter_pairs_within_groups, pairs_within_groups
+def _reference_pairs(c, only=None):
+    """The candidate rule of ``_Candidates.pairs``, pair by pair in plain Python."""
+    from pipelines.clean.dedup.image_index import band_layout
 
-    rng = np.random.default_rng(3)
-    sizes = rng.integers(1, 12, 200)
-    starts = np.r_[0, np.cumsum(sizes)[:-1]]
-    members = rng.permutation(int(sizes.sum())).astype(np.int64)
-    whole = pairs_within_groups(members, starts, sizes)
-    for max_pairs in (1, 5, 1 << 20):
-        parts = list(iter_pairs_within_groups(members, starts, sizes, max_pairs))
-        if max_pairs == 1:
-            assert len(parts) == sum(1 for z in sizes if z > 1)  # one group per chunk
-        chunked = np.column_stack([np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts])])
-        assert np.array_equal(chunked, whole)
+    cfg = c.config
+    radius = min(cfg.rescan_hamming, cfg.large_block_hamming)
+    page = [((1 << w) - 1) << s for s, w in band_layout(radius + 1)]
+    content = [((1 << w) - 1) << s for s, w in band_layout(cfg.content_hamming + 1)]
+    shares = lambda x, masks: any((int(x) & mk) == 0 for mk in masks)  # noqa: E731
+    bits = lambda x: bin(int(x)).count("1")  # noqa: E731
+    large, imaged = c.large, c.imaged
+    width = 0 if c.opt is None else c.opt.shape[1]
+
+    def options(i):
+        return [k for k in range(width) if c.opt[i, k] != -2]
+
+    def option_close(i, k, j, d):
+        return (c.opt[i, k] >= 0 and c.opt[i, k] == c.opt[j, d]) or bits(c.opt_hash[i, k] ^ c.opt_hash[j, d]) <= \
+            cfg.rescan_hamming or (c.opt_content[i, k] and c.opt_content[j, d]
+                                   and bits(c.opt_chash[i, k] ^ c.opt_chash[j, d]) <= cfg.content_hamming)
+
+    def candidate(i, j):
+        if not large[i]:
+            return True
+        if c.prob_hashed[i] and c.prob_hashed[j] and shares(c.prob_hash[i] ^ c.prob_hash[j], page):
+            return True
+        if c.prob_content[i] and c.prob_content[j] and shares(c.prob_chash[i] ^ c.prob_chash[j], content):
+            return True
+        if c.has_prob[i] and c.has_prob[j] and not c.prob_hashed[i] and not c.prob_hashed[j] \
+                and c.image_id[i] == c.image_id[j]:
+            return True
+        if not c.has_prob[i] and not c.has_prob[j]:
+            return any(shares(c.opt_hash[i, k] ^ c.opt_hash[j, d], page) or (
+                c.opt_content[i, k] and c.opt_content[j, d] and shares(c.opt_chash[i, k] ^ c.opt_chash[j, d], content))
+                for k in options(i) for d in options(j))
+        return False
+
+    def survives(i, j):
+        if c.prob_hashed[i] and c.prob_hashed[j]:
+            if not (bits(c.prob_hash[i] ^ c.prob_hash[j]) <= cfg.rescan_hamming or (
+                    c.prob_content[i] and c.prob_content[j]
+                    and bits(c.prob_chash[i] ^ c.prob_chash[j]) <= cfg.content_hamming)):
+                return False
+        elif c.image_id[i] != c.image_id[j]:
+            return False
+        if c.opt_count[i] > 0:
+            return all(any(option_close(x, k, y, d) for d in options(y)) for x, y in ((i, j), (j, i))
+                       for k in options(x))
+        return True
+
+    out = set()
+    for i in range(c.m):
+        for j in range(i + 1, c.m):
+            if c.key[i] != c.key[j]:
+                continue
+            if imaged[i] and imaged[j]:
+                if only is not None and not (only[i] or only[j]):
+                    continue
+                if candidate(i, j) and survives(i, j):
+                    out.add((i, j))
+    # questions without images: one star per exact key (equality is transitive)
+    plain = [i for i in range(c.m) if not imaged[i]]
+    for i in plain:
+        first = min(x for x in plain if c.key[x] == c.key[i])
+        if first != i and (only is None or any(only[x] for x in plain if c.key[x] == c.key[i])):
+            out.add((first, i))
+    return out
 
 
-def test_dedup_result_does_not_depend_on_the_pair_chunk_size(monkeypatch):
-    import pipelines.clean.dedup.dedup as dedup_module
+def test_compiled_candidate_pairs_follow_the_rule_pair_by_pair():
+    from pipelines.clean.dedup.dedup import _Candidates
+    from pipelines.clean.dedup.image_match import ImageIndex
+    from pipelines.clean.dedup.phash import COLOUR_BINS, CONTENT_BYTES
 
-    rng = np.random.default_rng(11)
-    hashes = {f"img{i}": int(v) for i, v in enumerate(rng.integers(0, 2**63, 40, dtype=np.int64))}
-    for i in range(40):
-        hashes[f"img{i}_jpeg"] = hashes[f"img{i}"] ^ (1 << int(rng.integers(0, 64)))
-    rows = []
-    for i in range(400):
-        pick = int(rng.integers(0, 40))
-        image = f"img{pick}" + ("_jpeg" if rng.random() < 0.5 else "")
-        kind = i % 3
-        if kind == 0:  # problem image, text options
-            rows.append(_q(f"q{i:04d}", f"How many stars are there? ({pick % 4})", image, ["1", "2", "3"],
-                           answer=int(rng.integers(0, 3))))
-        elif kind == 1:  # image options
-            pics = [f"img{(pick + k) % 40}" + ("_jpeg" if rng.random() < 0.3 else "") for k in range(3)]
-            rows.append(_q(f"q{i:04d}", "Which one is a star?", None, None, pics, answer=int(rng.integers(0, 3))))
-        else:  # text only
-            rows.append(_q(f"q{i:04d}", f"What is {pick % 5} + {pick % 3} on the number line today?", None,
-                           [str(pick % 7), "9"], answer=int(rng.integers(0, 2))))
-    frame = _frame(rows)
-    config = DedupConfig()
-    reference = deduplicate(frame, hashes, config)
-    assert reference.duplicates.height > 0 and reference.quarantine.height > 0
-    for chunk in (1, 3):
-        monkeypatch.setattr(dedup_module, "_PAIR_CHUNK", chunk)
-        result = deduplicate(frame, hashes, config)
-        assert result.kept.equals(reference.kept)
-        assert result.duplicates.equals(reference.duplicates)
-        assert result.quarantine.equals(reference.quarantine)
+    rng = np.random.default_rng(5)
+    bases = rng.integers(0, 2**63, 6, dtype=np.int64)
+    phash_of, content = {}, {}
+    for i in range(60):  # look-alike drawings: a few base hashes, a few bits flipped
+        h = int(bases[i % 6])
+        for bit in rng.choice(64, int(rng.integers(0, 12)), replace=False):
+            h ^= 1 << int(bit)
+        phash_of[f"img{i}"] = h
+        if i % 3:
+            content[f"img{i}"] = (h ^ int(rng.integers(0, 2**8)), bytes(CONTENT_BYTES), (0, 0, 1000, 1000),
+                                  bytes(COLOUR_BINS))
+    phash_of["nohash"] = None
+    index = ImageIndex(phash_of, None, content)
+    names = list(phash_of) + ["unknown"]
+    m = 240
+    keys = rng.integers(0, 4, m).astype(np.uint64)  # blocks of ~60: large with small_block 20
+    keys[200:220], keys[220:] = 7, 8  # two small blocks
+    problem, opts = [], []
+    for i in range(m):
+        kind = int(keys[i]) % 3 if i < 200 else 0
+        if kind == 0:
+            problem.append(str(rng.choice(names)))
+            opts.append(None)
+        elif kind == 1:
+            problem.append(None)
+            opts.append(tuple(str(x) for x in rng.choice(names, 3)))
+        else:
+            problem.append(None)
+            opts.append(None)
+    config = DedupConfig(small_block=20)
+    candidates = _Candidates(keys, problem, opts, index, config)
+    assert candidates.large.any() and not candidates.large.all()
+
+    def produced(only=None):
+        return {(int(x), int(y)) for a, b in candidates.pairs(only) for x, y in zip(a, b)}
+
+    whole = produced()
+    assert whole == _reference_pairs(candidates)
+    assert len(whole) > 100
+    only = rng.random(m) < 0.1
+    assert produced(only) == _reference_pairs(candidates, only)
 
 
 # ---- canonical text: what near-duplicate confirmation compares --------------------------------

@@ -26,12 +26,14 @@ Near duplicates
     sibling, not a duplicate.
 
     Work runs on one representative per identity. Candidates share the exact key (canonical
-    text, canonical option multiset or image-option count, whether there is a problem image)
-    and, when there are images, a band of a page hash (multi-index hashing with
-    ``rescan_hamming + 1`` bands: every pair within that distance shares one) or of a content
-    hash (``content_hamming + 1`` bands); image options without a problem image use the bands
-    of every option. A vectorized filter keeps the pairs whose hashes are close enough for some
-    rule of ``image_match``; each survivor is then confirmed against the images' descriptors.
+    text, canonical option multiset or image-option count, whether there is a problem image).
+    In blocks of at most ``small_block`` questions every pair is a candidate; in larger ones (a
+    template asked of many pictures) a pair must share a band of a page hash (multi-index
+    hashing: ``large_block_hamming + 1`` bands) or of a content hash (``content_hamming + 1``
+    bands); image options without a problem image use the bands of every option. A candidate
+    survives when its hashes are close enough for some rule of ``image_match`` and is then
+    confirmed against the images' descriptors. The pairs of a block are visited in compiled
+    code (``pair_kernel``), once per two distinct problem images, keeping only survivors.
     Groups are formed greedily in the kept-record order: an unassigned record becomes a
     representative and takes its confirmed, still unassigned neighbours. Every member is thus
     confirmed against its representative directly; matches never chain (A~B and B~C with
@@ -41,7 +43,8 @@ Families
     ``figure_families`` joins kept questions that share a figure (near-equal problem images,
     the same rule) and a stem (same canonical text), whatever their options: such questions
     must land in the same split. Families are connected components (they do chain), and a
-    family's id, ``duplicate_group``, is the smallest question_id in it.
+    family's id, ``duplicate_group``, is the smallest question_id in it. Questions with the same
+    stem, problem image and answer are one node of that graph.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ import numpy as np
 import polars as pl
 
 from pipelines.clean.dedup.graph_state import GraphState, GraphUpdate, ids_of, update_graph
-from pipelines.clean.dedup.image_index import band_layout, iter_pairs_within_groups
+from pipelines.clean.dedup.image_index import band_layout
 from pipelines.store.row_reuse import row_digests
 from pipelines.store.lake import empty_frame
 from pipelines.store.records import QUARANTINE_SCHEMA
@@ -66,7 +69,6 @@ STAGE = "dedup"
 REASON_CONFLICT = "conflicting answers for the same question"
 REASON_NEAR_CONFLICT = "near duplicate with a conflicting answer"
 _U64 = np.uint64
-_PAIR_CHUNK = 1 << 18  # candidate pairs generated and filtered at a time
 
 REQUIRED_COLUMNS = (
     "source", "source_key", "problem", "problem_image", "choices", "choice_images", "answer_idx",
@@ -414,11 +416,12 @@ class _Candidates:
     rule of ``image_match`` (every option of one close to some option of the other)."""
 
     def __init__(self, exact_key: np.ndarray, problem_images: list, option_images: list | None, index: ImageIndex,
-                 config: DedupConfig, size_key: np.ndarray | None = None):
+                 config: DedupConfig, size_key: np.ndarray | None = None, large: np.ndarray | None = None):
         self.m = m = len(exact_key)
         self.key = exact_key.astype(np.uint64)
         # the blocks whose size decides ``large`` (default: the exact key's)
         self.size_key = self.key if size_key is None else size_key.astype(np.uint64)
+        self._large = large  # given when the items stand for several questions each
         self.config = config
         self.index = index
         self.any_content = bool(index.has_content.any())
@@ -468,6 +471,8 @@ class _Candidates:
     @property
     def large(self) -> np.ndarray:
         """Per item: whether its block (of ``size_key``) has more than ``small_block`` items."""
+        if self._large is not None:
+            return self._large
         _, inverse, counts = np.unique(self.size_key, return_inverse=True, return_counts=True)
         return counts[inverse.reshape(-1)] > self.config.small_block
 
@@ -485,34 +490,41 @@ class _Candidates:
         asked of many pictures) rows pair when they share a band of a page hash (radius
         ``large_block_hamming``: 13 bands of 5 bits for the re-scan radius would make most of a
         big block candidates) or of a content hash (radius ``content_hamming``)."""
+        from pipelines.clean.dedup.pair_kernel import block_pairs  # compiled on first use
+
         cfg = self.config
-        large = self.large
         imaged = self.imaged
-        keys, rows = [], []
-        sel = np.flatnonzero(imaged & ~large)
-        keys.append(_mix(self.key[sel], _U64(0x0100)))
-        rows.append(sel)
+        sel = np.flatnonzero(imaged)
+        order = sel[np.lexsort((self.image_id[sel], self.key[sel]))]
+        k = self.key[order]
+        starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]]) if len(k) else np.empty(0, dtype=np.int64)
+        sizes = np.diff(np.r_[starts, len(k)])
+        use_only = only is not None
+        only_mask = only if use_only else np.zeros(self.m, dtype=bool)
+        blocks = sizes > 1
+        if use_only:
+            touched = np.zeros(len(starts), dtype=bool)
+            group = np.repeat(np.arange(len(starts)), sizes)
+            touched[group[only_mask[order]]] = True
+            blocks &= touched
         radius = min(cfg.rescan_hamming, cfg.large_block_hamming)
-        sel = np.flatnonzero(self.prob_hashed & large)
-        self._bands(self.prob_hash, sel, radius, 0x1000, keys, rows)
-        sel = np.flatnonzero(self.prob_content & large)
-        self._bands(self.prob_chash, sel, cfg.content_hamming, 0x2000, keys, rows)
-        sel = np.flatnonzero(self.has_prob & ~self.prob_hashed & large)
-        if len(sel):
-            keys.append(_mix(_mix(self.key[sel], _U64(0x3000)), self.image_id[sel].astype(np.uint64)))
-            rows.append(sel)
+        page_masks = np.array([((1 << w) - 1) << s for s, w in band_layout(radius + 1)], dtype=np.uint64)
+        content_masks = np.array([((1 << w) - 1) << s for s, w in band_layout(cfg.content_hamming + 1)],
+                                 dtype=np.uint64)
         if self.opt is not None:
-            # image options without a problem image: two near-equal option multisets pair every
-            # option with a close one, so they share a band of some option
-            with_opts = ~self.has_prob & (self.opt_count > 0) & large
-            for c in range(self.opt.shape[1]):
-                present = with_opts & (self.opt[:, c] != -2)
-                sel = np.flatnonzero(present)
-                self._bands(self.opt_hash[:, c], sel, radius, 0x4000, keys, rows)
-                sel = np.flatnonzero(present & self.opt_content[:, c])
-                self._bands(self.opt_chash[:, c], sel, cfg.content_hamming, 0x8000, keys, rows)
-        for a, b in _block_pairs(np.concatenate(keys), np.concatenate(rows), only):
-            yield self.check(a, b)
+            opt_row, opt_hash, opt_content, opt_chash = self.opt, self.opt_hash, self.opt_content, self.opt_chash
+        else:
+            opt_row = np.full((self.m, 1), -2, dtype=np.int64)
+            opt_hash = np.zeros((self.m, 1), dtype=np.uint64)
+            opt_content = np.zeros((self.m, 1), dtype=bool)
+            opt_chash = np.zeros((self.m, 1), dtype=np.uint64)
+        a, b = block_pairs(
+            order.astype(np.int64), starts[blocks].astype(np.int64), sizes[blocks].astype(np.int64),
+            only_mask, use_only, self.large, self.has_prob, self.prob_hashed, self.prob_hash, self.prob_content,
+            self.prob_chash, self.image_id.astype(np.int64), self.opt_count, opt_row, opt_hash, opt_content,
+            opt_chash, page_masks, content_masks, cfg.rescan_hamming, cfg.content_hamming,
+        )
+        yield a, b
         # no image at all: the exact key decides, and equality is transitive: star pairs
         without = ~imaged
         if only is not None:
@@ -558,37 +570,6 @@ class _Candidates:
         return a, b
 
 
-def _block_pairs(keys: np.ndarray, rows: np.ndarray, only: np.ndarray | None = None):
-    """Candidate pairs (smaller, larger) of rows sharing a key, in chunks. Pairs repeat when
-    rows share several keys. With ``only`` (a mask over rows), the pairs with an endpoint in it."""
-    if not len(keys):
-        return
-    order = np.argsort(keys, kind="stable")
-    k, r = keys[order], rows[order]
-    starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
-    sizes = np.diff(np.r_[starts, len(k)])
-    if only is None:
-        yield from iter_pairs_within_groups(r, starts, sizes, _PAIR_CHUNK)
-        return
-    group = np.repeat(np.arange(len(starts)), sizes)
-    picked = np.flatnonzero(only[r] & (sizes[group] > 1))
-    lengths = sizes[group[picked]]
-    ends = np.cumsum(lengths)
-    begin = 0
-    while begin < len(picked):
-        end = int(np.searchsorted(ends, ends[begin] - lengths[begin] + _PAIR_CHUNK, side="right"))
-        end = max(end, begin + 1)
-        part, part_lengths = picked[begin:end], lengths[begin:end]
-        total = int(part_lengths.sum())
-        offsets = np.arange(total) - np.repeat(np.cumsum(part_lengths) - part_lengths, part_lengths)
-        a = np.repeat(r[part], part_lengths).astype(np.int64, copy=False)
-        b = r[np.repeat(starts[group[part]], part_lengths) + offsets].astype(np.int64, copy=False)
-        other = (a != b) & (~only[b] | (a < b))  # a pair of two picked rows once
-        a, b = a[other], b[other]
-        yield np.minimum(a, b), np.maximum(a, b)
-        begin = end
-
-
 def _star_pairs(keys: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(first row of each key's group, every other row of it)."""
     if not len(keys):
@@ -599,15 +580,6 @@ def _star_pairs(keys: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndar
     first = np.repeat(r[starts], np.diff(np.r_[starts, len(k)]))
     other = first != r
     return first[other].astype(np.int64), r[other].astype(np.int64)
-
-
-def _unique_pairs(candidates: _Candidates) -> tuple[np.ndarray, np.ndarray]:
-    m = candidates.m
-    packed_parts = [a * np.int64(m) + b for a, b in candidates.pairs() if len(a)]
-    if not packed_parts:
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-    packed = np.unique(np.concatenate(packed_parts))
-    return packed // m, packed % m
 
 
 def _exact_key(frame: pl.DataFrame, columns: list[str], seed: int) -> np.ndarray:
@@ -788,21 +760,17 @@ def family_groups(
     texts: TextForms | None = None,
 ) -> FamilyResult:
     """``figure_families`` with its graph state: ``previous`` (an earlier result's ``state``,
-    same config and code) lets components no change touches keep their families."""
+    same config and code) lets components no change touches keep their families.
+
+    Questions with the same candidate key, problem image and answer are joined to each other
+    whatever else they hold, so the graph's nodes are these classes (a templated stem asked of
+    one picture many times is one node, not a clique); a family is a component of classes."""
     index = _as_index(images, thumbnail_of)
     matcher = ImageMatcher(index, config.rule)
     texts = texts if texts is not None else TextForms()
     n = questions.height
-    parent = np.arange(n)
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
     qids = questions["question_id"].to_list()
-    ids = ids_of(qids)
+    item_ids = ids_of(qids)
     stems = texts.map("stem", questions["problem"].drop_nulls().unique().to_list())
     frame = questions.select(
         pl.col("problem").replace_strict(stems, default="", return_dtype=pl.String).alias("stem"),
@@ -810,10 +778,10 @@ def family_groups(
     )
     key = _exact_key(frame.with_columns(pl.col("problem_image").is_null().cast(pl.String)),
                      ["stem", "problem_image"], config.seed)
-    images_list = frame["problem_image"].to_list()
-    with_image = np.fromiter((x is not None for x in images_list), dtype=bool, count=n)
+    item_images = frame["problem_image"].to_list()
+    with_image = np.fromiter((x is not None for x in item_images), dtype=bool, count=n)
     # only questions with a problem image join families
-    key = np.where(with_image, key, ids * _U64(0x9E3779B97F4A7C15) + _U64(1))
+    key = np.where(with_image, key, item_ids * _U64(0x9E3779B97F4A7C15) + _U64(1))
     answer = questions.select(
         pl.when(pl.col("answer_idx") >= 0).then(pl.coalesce(
             pl.col("choices").list.get(pl.col("answer_idx"), null_on_oob=True),
@@ -821,17 +789,42 @@ def family_groups(
         )).alias("answer"),
         pl.col("choice_images").is_not_null().alias("image_answer"),
     )
-    image_answer = answer["image_answer"].to_list()
-    text_answers = texts.map("option", [x for x, pictured in zip(answer["answer"].to_list(), image_answer)
+    item_image_answer = answer["image_answer"].to_list()
+    text_answers = texts.map("option", [x for x, pictured in zip(answer["answer"].to_list(), item_image_answer)
                                         if x is not None and not pictured])
-    answers = [x if x is None or pictured else text_answers[x]
-               for x, pictured in zip(answer["answer"].to_list(), image_answer)]
-    candidates = _Candidates(_answer_key(key, with_image, answers, image_answer, config.seed), images_list, None,
-                             index, config, size_key=key)
+    item_answers = [x if x is None or pictured else text_answers[x]
+                    for x, pictured in zip(answer["answer"].to_list(), item_image_answer)]
+    item_key = _answer_key(key, with_image, item_answers, item_image_answer, config.seed)
+    # block size classes count questions, as the candidate rule is stated per question
+    _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
+    item_large = counts[inverse.reshape(-1)] > config.small_block
+
+    classes = pl.DataFrame(
+        {"key": item_key, "image": item_images, "answer": item_answers, "image_answer": item_image_answer,
+         "question_id": qids},
+        schema={"key": pl.UInt64, "image": pl.String, "answer": pl.String, "image_answer": pl.Boolean,
+                "question_id": pl.String},
+    ).with_row_index("row").group_by("key", "image", "answer", "image_answer").agg(
+        pl.col("row").sort_by("question_id").first().alias("first"), pl.col("row").alias("rows"),
+    ).sort("first")
+    first = classes["first"].to_numpy().astype(np.int64)  # the member with the smallest question_id
+    m = len(first)
+    class_of = np.empty(n, dtype=np.int64)
+    members = classes.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("cls"), "rows").explode("rows")
+    class_of[members["rows"].to_numpy()] = members["cls"].to_numpy()
+    member_digest = np.zeros(m, dtype=np.uint64)
+    np.add.at(member_digest, class_of, splitmix64(item_ids))
+    ids = item_ids[first]
+    images_list = [item_images[f] for f in first.tolist()]
+    answers = [item_answers[f] for f in first.tolist()]
+    image_answer = [item_image_answer[f] for f in first.tolist()]
+    candidates = _Candidates(item_key[first], images_list, None, index, config, size_key=key[first],
+                             large=item_large[first])
     image_answers = [x if pictured else None for x, pictured in zip(answers, image_answer)]
-    attributes = frame.with_columns(
+    attributes = frame[first].with_columns(
         pl.Series("answer", answers, dtype=pl.String), pl.Series("image_answer", image_answer, dtype=pl.Boolean),
         pl.Series("answer_image", index.descriptor_digest[index.rows(image_answers)], dtype=pl.UInt64),
+        pl.Series("members", member_digest, dtype=pl.UInt64),
     )
     update, nodes = _graph_update(candidates, ids, attributes, previous)
 
@@ -840,8 +833,16 @@ def family_groups(
             _answers_agree(answers[x], answers[y], image_answer[x], matcher) and \
             matcher.near(images_list[x], images_list[y])
 
-    # Families are the components of the joined pairs. A family no dirty or removed question
-    # was in, and that no dirty question joins, is the same as before; the others (todo) are
+    parent = np.arange(m)
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    # Families are the components of the joined pairs. A family no dirty or removed class
+    # was in, and that no dirty class joins, is the same as before; the others (todo) are
     # formed again from their candidate pairs.
     todo = update.dirty.copy()
     old_family = None
@@ -863,19 +864,17 @@ def family_groups(
     inside = todo[update.a] & todo[update.b]
     for x, y in zip(update.a[inside].tolist(), update.b[inside].tolist()):
         rx, ry = find(x), find(y)
-        if rx == ry or image_answer[x] != image_answer[y]:
+        if rx == ry:
             continue
-        if _answers_agree(answers[x], answers[y], image_answer[x], matcher) and \
-                matcher.near(images_list[x], images_list[y]):
+        if joined(x, y):
             parent[max(rx, ry)] = min(rx, ry)
-    roots = np.array([find(i) for i in range(n)], dtype=np.int64)
-    family = pl.DataFrame({"question_id": qids, "_root": roots},
-                          schema={"question_id": pl.String, "_root": pl.Int64}).with_columns(
-        pl.col("question_id").min().over("_root").alias("duplicate_group")
-    )["duplicate_group"]
+    roots = np.array([find(i) for i in range(m)], dtype=np.int64)
+    # the family id: the smallest question_id of the component
+    family = pl.DataFrame({"root": roots, "question_id": pl.Series(qids, dtype=pl.String).gather(first)}).select(
+        pl.col("question_id").min().over("root"))["question_id"]
     if old_family is not None:
         family = pl.select(pl.when(pl.Series(todo)).then(family).otherwise(old_family)).to_series()
     family = family.alias("duplicate_group")
     nodes = nodes.with_columns(family.alias("family")).sort("id")
-    kept = questions.with_columns(family)
+    kept = questions.with_columns(family.gather(class_of))
     return FamilyResult(kept, GraphState(nodes, update.edges_state(ids)), int(todo.sum()))

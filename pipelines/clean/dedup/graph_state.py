@@ -165,7 +165,7 @@ def update_graph(
 
 # ---- kept between runs ------------------------------------------------------------------------
 
-STATE_FORMAT = 1
+STATE_FORMAT = 2
 
 
 class SavedState:

@@ -142,21 +142,3 @@ def pairs_within_groups(members: np.ndarray, starts: np.ndarray, sizes: np.ndarr
         b = members[sel[:, None] + ju[None, :]].ravel()
         out.append(np.column_stack([np.minimum(a, b), np.maximum(a, b)]))
     return np.concatenate(out).astype(np.int64)
-
-
-def iter_pairs_within_groups(members: np.ndarray, starts: np.ndarray, sizes: np.ndarray,
-                             max_pairs: int = 1 << 20):
-    """The pairs of ``pairs_within_groups`` as (smaller, larger) int64 index arrays, in chunks
-    of about ``max_pairs`` (one group may exceed it), so callers can filter them before they
-    accumulate."""
-    keep = sizes > 1
-    starts, sizes = starts[keep], sizes[keep]
-    for s in np.flatnonzero(np.bincount(sizes)) if len(sizes) else ():
-        sel = starts[sizes == s]
-        iu, ju = np.triu_indices(int(s), k=1)
-        per_chunk = max(1, max_pairs // len(iu))
-        for c in range(0, len(sel), per_chunk):
-            part = sel[c:c + per_chunk]
-            a = members[part[:, None] + iu[None, :]].ravel().astype(np.int64, copy=False)
-            b = members[part[:, None] + ju[None, :]].ravel().astype(np.int64, copy=False)
-            yield np.minimum(a, b), np.maximum(a, b)

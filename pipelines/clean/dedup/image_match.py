@@ -77,14 +77,9 @@ _UP = _bilinear(_FINE, CONTENT_SIDE)
 def aligned_distance(a: np.ndarray, b: np.ndarray) -> float:
     """Smallest mean absolute difference of two (32, 32, 3) upsampled content thumbnails over
     shifts of up to ``_SHIFT`` fine pixels, on the inner window both shifts cover."""
-    inner = slice(_SHIFT, _FINE - _SHIFT)
-    x = a[inner, inner]
-    best = np.inf
-    for dy in range(-_SHIFT, _SHIFT + 1):
-        for dx in range(-_SHIFT, _SHIFT + 1):
-            y = b[_SHIFT + dy:_FINE - _SHIFT + dy, _SHIFT + dx:_FINE - _SHIFT + dx]
-            best = min(best, float(np.abs(x - y).mean()))
-    return best
+    from pipelines.clean.dedup.pair_kernel import aligned_distance as compiled  # numba: loaded on first use
+
+    return float(compiled(a, b, _SHIFT))
 
 
 class ImageIndex:
@@ -196,6 +191,8 @@ class ImageMatcher:
         """Evidence (a dict) when images ``a`` and ``b`` are near-equal, else None."""
         if a == b:
             return {"image": "equal"}
+        if b < a:  # the aligned distance shifts one image over the other: one order for a pair
+            a, b = b, a
         try:
             found = self._known[a, b]
         except KeyError:

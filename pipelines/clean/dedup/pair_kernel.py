@@ -1,0 +1,207 @@
+"""Candidate pairs of the dedup passes, enumerated and filtered block by block in compiled code.
+
+Within a block (items with equal exact keys), a pair is a candidate when the block is small, or,
+in a large block, when the two items share a band of a page hash (``page_masks``), of a content
+hash (``content_masks``), of some option picture's hashes (image options without a problem
+image) or, for problem images without a hash, the same image. A candidate survives when its
+problem images are close enough for some near-equality rule (page hashes within
+``rescan_hamming`` bits or content hashes within ``content_hamming``; the same image when
+either has no hash) and every option picture of each item is close to some option picture of
+the other. This is what ``dedup._Candidates`` did with NumPy over materialized band-key pairs;
+here each pair of a block is visited once and nothing but the survivors is stored, which
+matters because look-alike drawings make most pairs of a large templated block share a band.
+
+Numba is imported with this module; import it where it is used (Dagster definitions do not).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_M1 = np.uint64(0x5555555555555555)
+_M2 = np.uint64(0x3333333333333333)
+_M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
+_H01 = np.uint64(0x0101010101010101)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _popcount(x):
+    x = x - ((x >> np.uint64(1)) & _M1)
+    x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
+    x = (x + (x >> np.uint64(4))) & _M4
+    return (x * _H01) >> np.uint64(56)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _shares_band(x, masks):
+    for k in range(masks.shape[0]):
+        if (x & masks[k]) == np.uint64(0):
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _options_close(i, j, opt_row, opt_hash, opt_content, opt_chash, rescan_hamming, content_hamming):
+    """Every present option picture of i close to one of j's, and the other way round."""
+    width = opt_row.shape[1]
+    for side in range(2):
+        a, b = (i, j) if side == 0 else (j, i)
+        for c in range(width):
+            if opt_row[a, c] == -2:
+                continue
+            found = False
+            for d in range(width):
+                if opt_row[b, d] == -2:
+                    continue
+                if opt_row[a, c] >= 0 and opt_row[a, c] == opt_row[b, d]:
+                    found = True
+                elif _popcount(opt_hash[a, c] ^ opt_hash[b, d]) <= rescan_hamming:
+                    found = True
+                elif opt_content[a, c] and opt_content[b, d] and \
+                        _popcount(opt_chash[a, c] ^ opt_chash[b, d]) <= content_hamming:
+                    found = True
+                if found:
+                    break
+            if not found:
+                return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _options_share_band(i, j, opt_row, opt_hash, opt_content, opt_chash, page_masks, content_masks):
+    width = opt_row.shape[1]
+    for c in range(width):
+        if opt_row[i, c] == -2:
+            continue
+        for d in range(width):
+            if opt_row[j, d] == -2:
+                continue
+            if _shares_band(opt_hash[i, c] ^ opt_hash[j, d], page_masks):
+                return True
+            if opt_content[i, c] and opt_content[j, d] and \
+                    _shares_band(opt_chash[i, c] ^ opt_chash[j, d], content_masks):
+                return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _candidate(i, j, large, has_prob, prob_hashed, prob_hash, prob_content, prob_chash, image_id, opt_count,
+               opt_row, opt_hash, opt_content, opt_chash, page_masks, content_masks):
+    if not large[i]:
+        return True
+    if prob_hashed[i] and prob_hashed[j] and _shares_band(prob_hash[i] ^ prob_hash[j], page_masks):
+        return True
+    if prob_content[i] and prob_content[j] and _shares_band(prob_chash[i] ^ prob_chash[j], content_masks):
+        return True
+    if has_prob[i] and has_prob[j] and not prob_hashed[i] and not prob_hashed[j] and image_id[i] == image_id[j]:
+        return True
+    if not has_prob[i] and not has_prob[j] and opt_count[i] > 0 and opt_count[j] > 0:
+        return _options_share_band(i, j, opt_row, opt_hash, opt_content, opt_chash, page_masks, content_masks)
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _image_survives(i, j, prob_hashed, prob_hash, prob_content, prob_chash, image_id, rescan_hamming,
+                    content_hamming):
+    if prob_hashed[i] and prob_hashed[j]:
+        if _popcount(prob_hash[i] ^ prob_hash[j]) <= rescan_hamming:
+            return True
+        return prob_content[i] and prob_content[j] and _popcount(prob_chash[i] ^ prob_chash[j]) <= content_hamming
+    return image_id[i] == image_id[j]
+
+
+@njit(cache=True, nogil=True)
+def block_pairs(members, starts, sizes, only, use_only, large, has_prob, prob_hashed, prob_hash, prob_content,
+                prob_chash, image_id, opt_count, opt_row, opt_hash, opt_content, opt_chash, page_masks,
+                content_masks, rescan_hamming, content_hamming):
+    """Surviving candidate pairs (a < b, item indices) of the blocks ``members[starts[g]:
+    starts[g] + sizes[g]]`` (each block ordered by ``image_id``); with ``use_only``, just the
+    pairs with an endpoint in ``only``.
+
+    Items with the same problem image form a run: whether two runs' problem images pair is
+    decided once for the two runs, so a block costs its runs squared plus the pairs it keeps."""
+    capacity = 1 << 16
+    out_a = np.empty(capacity, dtype=np.int64)
+    out_b = np.empty(capacity, dtype=np.int64)
+    count = 0
+    for g in range(starts.shape[0]):
+        s, n = starts[g], sizes[g]
+        run_start = np.empty(n + 1, dtype=np.int64)
+        runs = 0
+        for p in range(n):
+            if p == 0 or image_id[members[s + p]] != image_id[members[s + p - 1]]:
+                run_start[runs] = p
+                runs += 1
+        run_start[runs] = n
+        run_only = np.zeros(runs, dtype=np.bool_)
+        if use_only:
+            for r in range(runs):
+                for p in range(run_start[r], run_start[r + 1]):
+                    if only[members[s + p]]:
+                        run_only[r] = True
+                        break
+        for r1 in range(runs):
+            for r2 in range(r1, runs):
+                if use_only and not (run_only[r1] or run_only[r2]):
+                    continue
+                first1, first2 = members[s + run_start[r1]], members[s + run_start[r2]]
+                pictured = has_prob[first1]  # a run shares one problem image (or none)
+                if pictured and r1 != r2:
+                    if not _candidate(first1, first2, large, has_prob, prob_hashed, prob_hash, prob_content,
+                                      prob_chash, image_id, opt_count, opt_row, opt_hash, opt_content, opt_chash,
+                                      page_masks, content_masks):
+                        continue
+                    if not _image_survives(first1, first2, prob_hashed, prob_hash, prob_content, prob_chash,
+                                           image_id, rescan_hamming, content_hamming):
+                        continue
+                for p in range(run_start[r1], run_start[r1 + 1]):
+                    i = members[s + p]
+                    q0 = p + 1 if r1 == r2 else run_start[r2]
+                    for q in range(q0, run_start[r2 + 1]):
+                        j = members[s + q]
+                        if use_only and not (only[i] or only[j]):
+                            continue
+                        if not pictured:
+                            if not _candidate(i, j, large, has_prob, prob_hashed, prob_hash, prob_content,
+                                              prob_chash, image_id, opt_count, opt_row, opt_hash, opt_content,
+                                              opt_chash, page_masks, content_masks):
+                                continue
+                        if opt_count[min(i, j)] > 0 and not _options_close(
+                                i, j, opt_row, opt_hash, opt_content, opt_chash, rescan_hamming, content_hamming):
+                            continue
+                        if count == capacity:
+                            capacity *= 2
+                            grown_a = np.empty(capacity, dtype=np.int64)
+                            grown_b = np.empty(capacity, dtype=np.int64)
+                            grown_a[:count] = out_a[:count]
+                            grown_b[:count] = out_b[:count]
+                            out_a, out_b = grown_a, grown_b
+                        out_a[count] = min(i, j)
+                        out_b[count] = max(i, j)
+                        count += 1
+    return out_a[:count].copy(), out_b[:count].copy()
+
+
+@njit(cache=True, nogil=True)
+def aligned_distance(a, b, shift):
+    """Smallest mean absolute difference of two (F, F, C) arrays over shifts of ``b`` by up to
+    ``shift`` pixels, on the inner window both cover; a shift is abandoned once its partial sum
+    exceeds the best mean so far."""
+    side, channels = a.shape[0], a.shape[2]
+    inner = side - 2 * shift
+    cells = inner * inner * channels
+    best = np.inf
+    for dy in range(-shift, shift + 1):
+        for dx in range(-shift, shift + 1):
+            limit = best * cells
+            total = 0.0
+            for y in range(inner):
+                for x in range(inner):
+                    for c in range(channels):
+                        total += abs(a[shift + y, shift + x, c] - b[shift + dy + y, shift + dx + x, c])
+                if total > limit:
+                    break
+            if total <= limit:
+                best = min(best, total / cells)
+    return best
