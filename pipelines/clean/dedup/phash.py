@@ -65,8 +65,8 @@ _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _SPNG_FORMATS = {0: "L", 2: "RGB", 3: "RGB", 4: "RGBA", 6: "RGBA"}
 
 
-def _png_via_spng(data: bytes) -> Image.Image | None:
-    """An 8-bit PNG decoded by libspng, as a Pillow image; None when Pillow should decode it.
+def _spng_pixels(data: bytes) -> np.ndarray | None:
+    """The pixels of an 8-bit PNG decoded by libspng; None when Pillow should decode it.
 
     Transparency is left out, as Pillow's conversion to grayscale ignores it.
     """
@@ -76,17 +76,22 @@ def _png_via_spng(data: bytes) -> Image.Image | None:
     if spng_format is None:
         return None
     try:
-        pixels = pyspng.load(data, spng_format)
+        return pyspng.load(data, spng_format)
     except Exception:  # libspng refuses: let Pillow decode it or word the error
         return None
-    return Image.fromarray(pixels)
+
+
+def _png_via_spng(data: bytes) -> Image.Image | None:
+    """``_spng_pixels`` as a Pillow image."""
+    pixels = _spng_pixels(data)
+    return None if pixels is None else Image.fromarray(pixels)
 
 
 def _small_gray(im: Image.Image, fast: bool) -> np.ndarray:
     if fast and im.format == "JPEG":
         # Decode at the smallest 1/2^k scale that is still at least 2x the target, in grayscale.
         im.draft("L", (IMG_SIZE * 2, IMG_SIZE * 2))
-    small = im.convert("L").resize(
+    small = (im if im.mode == "L" else im.convert("L")).resize(
         (IMG_SIZE, IMG_SIZE), Image.Resampling.LANCZOS, reducing_gap=2.0 if fast else None
     )
     return np.asarray(small, dtype=np.uint8)
@@ -133,12 +138,20 @@ CONTENT_BYTES = CONTENT_SIDE * CONTENT_SIDE * 3
 
 
 def _opaque_rgb(im: Image.Image) -> Image.Image:
-    """RGB with transparent parts on white (a transparent margin is a margin)."""
+    """RGB with transparent parts on white (a transparent margin is a margin); an RGB image
+    itself, not a copy."""
     if im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info):
-        rgba = im.convert("RGBA")
+        rgba = im if im.mode == "RGBA" else im.convert("RGBA")
         page = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
         return Image.alpha_composite(page, rgba).convert("RGB")
-    return im.convert("RGB")
+    return im if im.mode == "RGB" else im.convert("RGB")
+
+
+def _largest_channel_step(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """max over the colour channels of |a - b|, in the inputs' dtype (no overflow: max - min)."""
+    step = np.maximum(a, b)
+    step -= np.minimum(a, b)
+    return np.maximum(np.maximum(step[..., 0], step[..., 1]), step[..., 2])
 
 
 def content_box(rgb: np.ndarray) -> tuple[int, int, int, int]:
@@ -148,19 +161,23 @@ def content_box(rgb: np.ndarray) -> tuple[int, int, int, int]:
     EDGE_FLOOR (page shading and scanner grain stay below it); the box holds all but
     EDGE_TAIL of the strength on each side, so a faint detail at the border of the content
     (a pale map background) moves it little. The whole image when there is no edge."""
-    a = rgb.astype(np.int16)
+    a = rgb if rgb.dtype == np.uint8 else rgb.astype(np.int16)
     h, w = a.shape[:2]
-    strength = np.zeros((h, w), dtype=np.float64)
+    # whole numbers throughout (at most 4 * 255 per pixel): sums are exact in any order
+    strength = np.zeros((h, w), dtype=np.int32)
     if w > 1:
-        dx = np.abs(np.diff(a, axis=1)).max(axis=2)
+        dx = _largest_channel_step(a[:, 1:], a[:, :-1])
         strength[:, 1:] += dx
         strength[:, :-1] += dx
     if h > 1:
-        dy = np.abs(np.diff(a, axis=0)).max(axis=2)
+        dy = _largest_channel_step(a[1:], a[:-1])
         strength[1:, :] += dy
         strength[:-1, :] += dy
-    strength = np.maximum(strength - 2 * EDGE_FLOOR, 0.0)
-    total = strength.sum()
+    strength -= 2 * EDGE_FLOOR
+    np.maximum(strength, 0, out=strength)
+    line_sum = np.int32 if max(h, w) < 2**31 // 1024 else np.int64
+    columns = strength.sum(axis=0, dtype=line_sum)
+    total = int(columns.sum(dtype=np.int64))
     if total <= 0:
         return 0, 0, w, h
 
@@ -170,8 +187,8 @@ def content_box(rgb: np.ndarray) -> tuple[int, int, int, int]:
         hi = int(np.searchsorted(cumulative, 1.0 - EDGE_TAIL, side="left")) + 1
         return lo, max(hi, lo + 1)
 
-    left, right = bounds(strength.sum(axis=0))
-    top, bottom = bounds(strength.sum(axis=1))
+    left, right = bounds(columns)
+    top, bottom = bounds(strength.sum(axis=1, dtype=line_sum))
     return left, top, right, bottom
 
 
@@ -186,38 +203,59 @@ def colour_histogram(rgb: np.ndarray) -> np.ndarray:
     share of the coloured pixels, or of COLOUR_FLOOR of all pixels when fewer are coloured (a
     few JPEG-tinted pixels do not make a colour). Colours of the same grey have other hues (red,
     blue, purple, brown; green, teal; pink, orange); colours of the same hue have other greys."""
-    a = rgb.reshape(-1, 3).astype(np.float64)
-    top, low = a.max(axis=1), a.min(axis=1)
-    saturation = top - low
+    a = rgb.reshape(-1, 3)
+    if a.dtype != np.uint8:
+        a = a.astype(np.float64)
+    top = np.maximum(np.maximum(a[:, 0], a[:, 1]), a[:, 2])
+    saturation = top - np.minimum(np.minimum(a[:, 0], a[:, 1]), a[:, 2])
     coloured = saturation >= COLOUR_SATURATION
-    out = np.zeros(COLOUR_BINS, dtype=np.float64)
-    mass = max(int(coloured.sum()), COLOUR_FLOOR * len(a))
-    a, top, saturation = a[coloured], top[coloured], saturation[coloured]
-    if len(a):
-        r, g, b = a.T
-        hue = np.where(top == r, ((g - b) / saturation) % 6, np.where(top == g, (b - r) / saturation + 2,
-                                                                        (r - g) / saturation + 4)) / 6.0
-        position = hue * COLOUR_BINS - 0.5
-        lower = np.floor(position).astype(np.int64)
-        weight = position - lower
-        np.add.at(out, lower % COLOUR_BINS, 1.0 - weight)
-        np.add.at(out, (lower + 1) % COLOUR_BINS, weight)
+    count = int(np.count_nonzero(coloured))
+    mass = max(count, COLOUR_FLOOR * len(a))
+    if not count:
+        return np.zeros(COLOUR_BINS, dtype=np.float64) / mass
+    a = a[coloured].astype(np.float64)
+    top, saturation = top[coloured].astype(np.float64), saturation[coloured].astype(np.float64)
+    r, g, b = a.T
+    hue = np.where(top == r, ((g - b) / saturation) % 6, np.where(top == g, (b - r) / saturation + 2,
+                                                                    (r - g) / saturation + 4)) / 6.0
+    position = hue * COLOUR_BINS - 0.5
+    lower = np.floor(position).astype(np.int64)
+    weight = position - lower
+    # one pass in the order "all lower shares, then all upper shares": per bin, the same
+    # sequence of float additions as np.add.at twice
+    bins = np.concatenate([lower % COLOUR_BINS, (lower + 1) % COLOUR_BINS])
+    out = np.bincount(bins, weights=np.concatenate([1.0 - weight, weight]), minlength=COLOUR_BINS)
     return out / mass
 
 
-def _content_of_image(im: Image.Image) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _paper_colour(pixels: np.ndarray) -> tuple[int, int, int]:
+    """The median colour (per channel, rounded down) of the outermost pixel ring."""
+    ring = np.concatenate([pixels[0], pixels[-1], pixels[:, 0], pixels[:, -1]])
+    n = len(ring)  # 2 * (w + h): even, the median is the mean of the two middle values
+    middle = np.partition(ring, (n // 2 - 1, n // 2), axis=0)
+    return tuple(int(v) for v in (middle[n // 2 - 1].astype(np.int64) + middle[n // 2]) // 2)
+
+
+def _content_of_image(
+    im: Image.Image, rgb_pixels: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(32x32 grey hash input of the content, 16x16x3 RGB thumbnail of it, box in permille of
     the page as uint16 [left, top, right, bottom], colour histogram of the page as uint8).
+    ``rgb_pixels``: the pixels of ``im`` when it is RGB and they are at hand as an array.
 
     The box is found on a copy reduced by a whole factor to about CONTENT_WORK_SIDE pixels
     across; the content is cut from the image itself, so that its pixels do not depend on the
     size of the page around it."""
     full = _opaque_rgb(im)
     factor = max(1, min(full.size) // CONTENT_WORK_SIDE)
-    work = full.reduce(factor) if factor > 1 else full  # whole pixels: a padded copy has the same box
+    if factor > 1:
+        work = full.reduce(factor)  # whole pixels: a padded copy has the same box
+        pixels = np.asarray(work)
+    else:
+        work = full
+        pixels = rgb_pixels if rgb_pixels is not None and full is im else np.asarray(full)
     scale = 1.0 / factor
     w, h = work.size
-    pixels = np.asarray(work)
     left, top, right, bottom = content_box(pixels)
     box = np.array([round(1000 * left / w), round(1000 * top / h), round(1000 * right / w), round(1000 * bottom / h)],
                    dtype=np.uint16)
@@ -226,9 +264,7 @@ def _content_of_image(im: Image.Image) -> tuple[np.ndarray, np.ndarray, np.ndarr
     x0, y0 = int(left / scale), int(top / scale)
     x1, y1 = min(full.width, max(x0 + 1, round(right / scale))), min(full.height, max(y0 + 1, round(bottom / scale)))
     side = max(x1 - x0, y1 - y0)
-    ring = np.concatenate([pixels[0], pixels[-1], pixels[:, 0], pixels[:, -1]])
-    paper = tuple(int(v) for v in np.median(ring, axis=0))
-    crop = Image.new("RGB", (side, side), paper)
+    crop = Image.new("RGB", (side, side), _paper_colour(pixels))
     crop.paste(full.crop((x0, y0, x1, y1)), ((side - x1 + x0) // 2, (side - y1 + y0) // 2))
     gray = np.asarray(crop.convert("L").resize((IMG_SIZE, IMG_SIZE), Image.Resampling.LANCZOS, reducing_gap=2.0),
                       dtype=np.uint8)
@@ -240,17 +276,27 @@ def _content_of_image(im: Image.Image) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
 def _described_bytes(data: bytes, fast: bool = True, name: str = "image"):
     """(32x32 hash input of the page, 32x32 hash input of the content, content RGB thumbnail,
-    content box) of encoded image bytes."""
+    content box, colour histogram, (width, height)) of encoded image bytes, decoded once (a
+    JPEG twice on the fast path: grey at the page hash's reduced scale, colour at the
+    content's)."""
     try:
-        decoded = _png_via_spng(data)
-        if decoded is not None:
-            return (_small_gray(decoded, fast), *_content_of_image(decoded))
+        pixels = _spng_pixels(data)
+        if pixels is not None:
+            decoded = Image.fromarray(pixels)
+            rgb_pixels = pixels if decoded.mode == "RGB" else None
+            return (_small_gray(decoded, fast), *_content_of_image(decoded, rgb_pixels), decoded.size)
         with Image.open(io.BytesIO(data)) as im:
+            size = im.size
+            jpeg_draft = fast and im.format == "JPEG"
+            before = im.mode, im.info.get("transparency")
             page = _small_gray(im, fast)
+            # decoding may change what _opaque_rgb reads (a GIF frame's mode, say): then decode afresh
+            if not jpeg_draft and (im.mode, im.info.get("transparency")) == before:
+                return (page, *_content_of_image(im), size)
         with Image.open(io.BytesIO(data)) as im:
-            if fast and im.format == "JPEG":
+            if jpeg_draft:
                 im.draft("RGB", (CONTENT_WORK_SIDE, CONTENT_WORK_SIDE))
-            return (page, *_content_of_image(im))
+            return (page, *_content_of_image(im), size)
     except PhashError:
         raise
     except Exception as exc:  # Pillow raises many types for corrupt data
@@ -264,11 +310,12 @@ def _descriptors_of_slice(items: Sequence, from_files: bool, fast: bool):
     thumbs = np.empty((n, CONTENT_SIDE, CONTENT_SIDE, 3), dtype=np.uint8)
     boxes = np.empty((n, 4), dtype=np.uint16)
     colours = np.empty((n, COLOUR_BINS), dtype=np.uint8)
+    sizes = np.empty((n, 2), dtype=np.int64)
     for i, item in enumerate(items):
         data = _read(item) if from_files else item
-        page[i], content[i], thumbs[i], boxes[i], colours[i] = _described_bytes(
+        page[i], content[i], thumbs[i], boxes[i], colours[i], sizes[i] = _described_bytes(
             data, fast, str(item) if from_files else "image")
-    return page, content, thumbs, boxes, colours
+    return page, content, thumbs, boxes, colours, sizes
 
 
 def hashes_of_pixels(pixels: np.ndarray) -> np.ndarray:
@@ -361,7 +408,7 @@ def _batched(items: Sequence, from_files: bool, workers: int | None, fast: bool,
 class ImageDescriptors:
     """Per image (same order as the input): the page's 64-bit hash and 16x16 grey thumbnail,
     the content's 64-bit hash, 16x16 RGB thumbnail (768 bytes) and box (permille of the page),
-    and the page's colour histogram."""
+    the page's colour histogram and its size."""
 
     phash: np.ndarray              # (n,) uint64
     thumbnail: np.ndarray          # (n, 256) uint8
@@ -369,6 +416,8 @@ class ImageDescriptors:
     content_thumbnail: np.ndarray  # (n, 768) uint8
     content_box: np.ndarray        # (n, 4) uint16
     colours: np.ndarray            # (n, COLOUR_BINS) uint8: colour histogram, 255 = the whole mass
+    width: np.ndarray              # (n,) int64: pixels, as the file declares them
+    height: np.ndarray             # (n,) int64
 
 
 def _described(items: Sequence, from_files: bool, workers: int | None, fast: bool, batch: int) -> ImageDescriptors:
@@ -376,7 +425,7 @@ def _described(items: Sequence, from_files: bool, workers: int | None, fast: boo
     out = ImageDescriptors(
         np.empty(n, dtype=np.uint64), np.empty((n, THUMB_BYTES), dtype=np.uint8), np.empty(n, dtype=np.uint64),
         np.empty((n, CONTENT_BYTES), dtype=np.uint8), np.empty((n, 4), dtype=np.uint16),
-        np.empty((n, COLOUR_BINS), dtype=np.uint8),
+        np.empty((n, COLOUR_BINS), dtype=np.uint8), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64),
     )
     if workers is not None:
         workers = min(workers, n // MIN_IMAGES_PER_WORKER)
@@ -390,7 +439,7 @@ def _described(items: Sequence, from_files: bool, workers: int | None, fast: boo
             else:
                 slices = contiguous_slices(chunk, workers)
                 parts = list(pool.map(_descriptors_of_slice, slices, [from_files] * len(slices), [fast] * len(slices)))
-            page, content, thumbs, boxes, colours = (np.concatenate([p[k] for p in parts]) for k in range(5))
+            page, content, thumbs, boxes, colours, sizes = (np.concatenate([p[k] for p in parts]) for k in range(6))
             end = start + len(chunk)
             out.phash[start:end] = hashes_of_pixels(page)
             out.thumbnail[start:end] = thumbnails_of_pixels(page)
@@ -398,14 +447,15 @@ def _described(items: Sequence, from_files: bool, workers: int | None, fast: boo
             out.content_thumbnail[start:end] = thumbs.reshape(len(chunk), CONTENT_BYTES)
             out.content_box[start:end] = boxes
             out.colours[start:end] = colours
+            out.width[start:end], out.height[start:end] = sizes[:, 0], sizes[:, 1]
     return out
 
 
 def image_descriptors(
     paths: Iterable[str | os.PathLike], workers: int | None = None, fast: bool = True, batch: int = 8192
 ) -> ImageDescriptors:
-    """Page and content signatures of image files, one decode each (two for JPEG on the fast
-    path: the page hash decodes grey at reduced scale, as ``phash_files`` does)."""
+    """Page and content signatures and sizes of image files, one decode each (two for JPEG on
+    the fast path: the page hash decodes grey at reduced scale, as ``phash_files`` does)."""
     return _described([str(p) for p in paths], True, workers, fast, batch)
 
 
