@@ -592,13 +592,13 @@ def _node_digests(attributes: pl.DataFrame, image_digest: np.ndarray) -> pl.Data
 
 
 def _graph_update(candidates: "_Candidates", ids: np.ndarray, attributes: pl.DataFrame,
-                  previous: GraphState | None) -> tuple[GraphUpdate, pl.DataFrame]:
+                  previous: GraphState | None, confirm=None) -> tuple[GraphUpdate, pl.DataFrame]:
     """The candidate graph (reusing ``previous``) and the key columns of its next state."""
     digests = _node_digests(attributes, candidates.image_digest)
     digest_a, digest_b = digests["digest_a"].to_numpy(), digests["digest_b"].to_numpy()
     large = candidates.large
     update = update_graph(ids, digest_a, digest_b, candidates.key, large, ~candidates.imaged,
-                          lambda only: candidates.pairs(None if only.all() else only), previous)
+                          lambda only: candidates.pairs(None if only.all() else only), previous, confirm)
     nodes = pl.DataFrame({"id": ids, "digest_a": digest_a, "digest_b": digest_b, "key": candidates.key,
                           "large": large},
                          schema={"id": pl.UInt64, "digest_a": pl.UInt64, "digest_b": pl.UInt64,
@@ -620,7 +620,31 @@ def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: 
     option_images = [q.image_options.get(int(r)) for r in reps]
     candidates = _Candidates(key, [q.problem_image[int(r)] for r in reps], option_images, matcher.index, config)
     ids = ids_of([q.question_id[int(r)] for r in reps])
-    update, nodes = _graph_update(candidates, ids, q.attributes[reps], previous)
+
+    def near_pair(x: int, y: int) -> dict | None:
+        """The evidence that reps x and y show the same question (answers aside), or None."""
+        rx, ry = int(reps[x]), int(reps[y])
+        evidence = {"text": "equal" if q.problem[rx] == q.problem[ry] else "equivalent"}
+        if q.problem_image[rx] is not None:
+            found = matcher.distance(q.problem_image[rx], q.problem_image[ry])
+            if found is None:
+                return None
+            evidence.update(found)
+        if rx in q.image_options:
+            found = matcher.options(q.image_options[rx], q.image_options[ry])
+            if found is None:
+                return None
+            evidence.update(found)
+        else:
+            evidence["options"] = "equal" if q.options_key[rx] == q.options_key[ry] else "equivalent"
+        return evidence
+
+    def confirm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.fromiter((near_pair(x, y) is not None for x, y in zip(a.tolist(), b.tolist())), dtype=bool,
+                           count=len(a))
+
+    # the graph's edges are confirmed near pairs: a component is what the greedy pass reads
+    update, nodes = _graph_update(candidates, ids, q.attributes[reps], previous, confirm)
     inside = update.affected[update.a]  # edges of components to compute (both ends or none)
     a, b = update.a[inside], update.b[inside]
 
@@ -642,19 +666,9 @@ def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: 
             if y in assigned or y < x:
                 continue
             ry = int(reps[y])
-            evidence = {"text": "equal" if q.problem[rx] == q.problem[ry] else "equivalent"}
-            if q.problem_image[rx] is not None:
-                found = matcher.distance(q.problem_image[rx], q.problem_image[ry])
-                if found is None:
-                    continue
-                evidence.update(found)
-            if rx in q.image_options:
-                found = matcher.options(q.image_options[rx], q.image_options[ry])
-                if found is None:
-                    continue
-                evidence.update(found)
-            else:
-                evidence["options"] = "equal" if q.options_key[rx] == q.options_key[ry] else "equivalent"
+            evidence = near_pair(x, y)
+            if evidence is None:
+                continue
             assigned.add(y)
             image_answers = rx in q.image_options
             if not _answers_agree(q.answer_canonical[rx], q.answer_canonical[ry], image_answers, matcher):

@@ -106,13 +106,15 @@ def update_graph(
     whole_block: np.ndarray,
     pairs_touching: Callable[[np.ndarray], Iterable[tuple[np.ndarray, np.ndarray]]],
     previous: GraphState | None,
+    confirm: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
 ) -> GraphUpdate:
     """The candidate edges of the current nodes and which nodes need their result computed.
 
     ``ids`` are unique (local index = position). ``whole_block`` marks nodes whose
     block's edges all change when one member changes (the star pairs of questions without
     images). ``pairs_touching(mask)`` yields the pre-filtered candidate pairs (local, a < b)
-    with at least one endpoint in ``mask``."""
+    with at least one endpoint in ``mask``. ``confirm(a, b)`` (a mask over new candidate edges)
+    keeps those that hold; the previous edges held when they were new."""
     m = len(ids)
     if previous is None or previous.nodes.height == 0:
         dirty = np.ones(m, dtype=bool)
@@ -156,6 +158,9 @@ def update_graph(
         kept_parts = [(np.minimum(la[keep], lb[keep]), np.maximum(la[keep], lb[keep]))]
     # the kept edges are unique already and touch no dirty node, unlike every new one
     fresh = unique_edges([(a, b) for a, b in (pairs_touching(dirty) if dirty.any() else ()) if len(a)], max(m, 1))
+    if confirm is not None:  # the graph keeps only confirmed edges: its components are smaller
+        confirmed = confirm(*fresh)
+        fresh = fresh[0][confirmed], fresh[1][confirmed]
     a = np.concatenate([part[0] for part in kept_parts] + [fresh[0]]).astype(np.int64, copy=False)
     b = np.concatenate([part[1] for part in kept_parts] + [fresh[1]]).astype(np.int64, copy=False)
     labels = components(m, a, b)
@@ -165,7 +170,7 @@ def update_graph(
 
 # ---- kept between runs ------------------------------------------------------------------------
 
-STATE_FORMAT = 2
+STATE_FORMAT = 3
 
 
 class SavedState:
