@@ -62,6 +62,11 @@ def png_bytes(store: ImageStore, image_hash: str, converted: Path | None = None)
     """The stored image as PNG bytes (converted deterministically when stored otherwise).
 
     ``converted``: a folder keeping conversions (``<image_hash>.png``) for the next call."""
+    try:  # most pictures: one open and no Path objects (a million pictures at paper scale)
+        with open(f"{store.root}/{store.relative_path(image_hash, 'png')}", "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        pass
     data, ext = store.read(image_hash)
     if ext == "png":
         return data
