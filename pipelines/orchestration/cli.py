@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import csv
 import io
 import json
@@ -514,6 +515,19 @@ def main(argv: list[str] | None = None) -> int:
         message = str(exc).splitlines()[0] if str(exc) else ""
         print(f"stemforge: error: {type(exc).__name__}: {message} (set STEMFORGE_DEBUG=1 for a traceback)", file=sys.stderr)
         return 1
+
+
+def _clear_typing_caches() -> None:
+    """At exit, drop typing's caches first: they keep DuckDB's nanobind objects alive until after
+    nanobind checks for leaks, which then prints a wall of benign warnings on stderr (nanobind
+    issue #19/#69), breaking the one-line error contract."""
+    import typing
+
+    for cleanup in getattr(typing, "_cleanups", ()):
+        cleanup()
+
+
+atexit.register(_clear_typing_caches)
 
 
 if __name__ == "__main__":
