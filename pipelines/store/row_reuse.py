@@ -221,7 +221,7 @@ class RowReuse:
         """Record the state after every output of the stage is written (``frame``: the input
         given to ``plan``, for its dtypes; default the plan's own)."""
         frame = plan._input if frame is None else frame
-        write_table(plan.digests, self.rows_path)
+        write_table(plan.digests, self.rows_path, dictionary=False)
         record = {
             "format": STATE_FORMAT,
             "stage": self.stage,

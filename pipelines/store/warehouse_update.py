@@ -6,8 +6,9 @@ the new file is instead a copy of the published one in which
 - a table whose lake files are the same bytes as last time is kept as it is;
 - a table with a key (``TABLE_KEYS``: a row's, or a group's such as a question's options) gets
   its rows changed in place: the rows of keys that are gone or whose content changed are
-  deleted, and the rows of new and changed keys inserted, read from the same Parquet files a
-  full publish reads (so the same values and types); which keys changed comes from content
+  deleted, and the rows of new and changed keys inserted, taken from the same Parquet files a
+  full publish reads (the frame their digests are computed from, inserted by column name and
+  cast to the table's types, which are checked equal to the files'); which keys changed comes from content
   digests per key (``pipelines.store.row_reuse.row_digests``, combined per group) kept beside
   the state;
 - any other changed table is replaced whole, as a full publish creates it.
@@ -43,7 +44,7 @@ from pipelines.store.lake import write_table
 from pipelines.store.memo import describe_file, file_identity
 from pipelines.store.row_reuse import DIGEST_COLUMNS, reuse_enabled, row_digests, state_dir
 
-STATE_FORMAT = 2
+STATE_FORMAT = 3  # 3: a key's digest over several rows is their sum
 GROWTH_LIMIT = 1.25
 GROWTH_SLACK = 16 << 20  # bytes: a small file grows by whole blocks
 KEY_HASH = "key_hash"
@@ -174,12 +175,10 @@ def apply_table(plan: UpdatePlan, con: duckdb.DuckDBPyConnection, table: str, fi
         deleted = con.execute(f'DELETE FROM "{table}" t USING _gone_keys c WHERE {on}').fetchone()[0]
         con.unregister("_gone_keys")
     if fresh.height:
-        con.register("_new_keys", fresh.to_arrow())
-        inserted = con.execute(
-            f'INSERT INTO "{table}" SELECT t.* FROM {source} t WHERE EXISTS (SELECT 1 FROM _new_keys c WHERE {on})',
-            paths,
-        ).fetchone()[0]
-        con.unregister("_new_keys")
+        # the rows of new and changed keys from the frame read above (the same files), not a second scan
+        con.register("_new_rows", frame.join(fresh, on=key, how="semi", nulls_equal=True).to_arrow())
+        inserted = con.execute(f'INSERT INTO "{table}" BY NAME SELECT * FROM _new_rows').fetchone()[0]
+        con.unregister("_new_rows")
     plan.figures[table] = f"updated: {deleted} rows out, {inserted} in"
     plan.rows_written[table] = inserted
     return True
@@ -189,15 +188,13 @@ def group_digests(frame: pl.DataFrame, key: list[str]) -> pl.DataFrame:
     """Per distinct ``key``: the key, its hash and a 128-bit digest of all its rows (keys
     included, whatever their order), so equal digests mean equal rows."""
     digests = row_digests(frame, key, frame.columns).with_columns(pl.struct(key).hash(0).alias(KEY_HASH))
-    if digests[KEY_HASH].is_unique().all():
+    if digests[KEY_HASH].n_unique() == digests.height:
         return digests
-    # several rows per key (tags, options of a question): one digest per key over its sorted row digests
+    # several rows per key (tags, options of a question): one digest per key, the sum modulo 2**64 of
+    # its rows' digests: the same whatever the rows' order, each row counted as often as it occurs
     # (a key with one row keeps that row's digest, as in a table where keys are unique)
-    grouped = digests.group_by(KEY_HASH, *key).agg(pl.col(c).sort() for c in DIGEST_COLUMNS)
-    return grouped.with_columns(
-        pl.when(pl.col(c).list.len() == 1).then(pl.col(c).list.first()).otherwise(pl.col(c).hash(seed))
-        for c, seed in zip(DIGEST_COLUMNS, (1, 2))
-    ).select(*key, *DIGEST_COLUMNS, KEY_HASH).sort(KEY_HASH)
+    grouped = digests.group_by(KEY_HASH, *key).agg(pl.col(c).sum() for c in DIGEST_COLUMNS)
+    return grouped.select(*key, *DIGEST_COLUMNS, KEY_HASH).sort(KEY_HASH)
 
 
 def _read(files: list[Path]) -> pl.DataFrame | None:
@@ -214,7 +211,7 @@ def save_state(plan: UpdatePlan) -> None:
         frame = entry.pop("_rows_frame", None)
         kept = entry.pop("_rows_kept", False)
         if frame is not None:
-            write_table(frame, rows_path(plan.home, table))
+            write_table(frame, rows_path(plan.home, table), dictionary=False)
         elif not kept:
             entry.pop("rows", None)
             rows_path(plan.home, table).unlink(missing_ok=True)

@@ -132,3 +132,31 @@ def test_a_file_grown_by_updates_is_compacted_by_a_full_publish(home, tmp_path, 
     result = publish_warehouse(home)
     assert result.figures["reuse_refused"].startswith("the file grew past 0.5x")
     assert contents(home) == fresh_contents(tmp_path, changed)
+
+
+def test_a_keys_digest_covers_its_rows_in_any_order_and_each_copy():
+    rows = pl.DataFrame({"question_id": ["a", "a", "b", "c", "c"], "position": [0, 1, 0, 0, 0],
+                         "text": ["x", "y", "z", "w", "w"]})
+
+    def digest(frame: pl.DataFrame) -> dict:
+        out = warehouse_update.group_digests(frame, ["question_id"])
+        return {r[0]: r[1:] for r in out.select("question_id", "digest_a", "digest_b").iter_rows()}
+
+    base = digest(rows)
+    assert digest(rows.reverse()) == base  # any order
+    single = warehouse_update.row_digests(rows, ["question_id"], rows.columns).filter(pl.col("question_id") == "b")
+    assert base["b"] == single.row(0)[1:]  # a key with one row keeps that row's digest
+    assert digest(rows.head(4))["c"] != base["c"]  # one copy of a row repeated within a key gone
+    edited = rows.with_columns(pl.when(pl.col("position") == 1).then(pl.lit("v")).otherwise("text").alias("text"))
+    assert digest(edited)["a"] != base["a"] and digest(edited)["b"] == base["b"]
+
+
+def test_a_key_that_lost_one_of_two_equal_rows_is_updated(home, tmp_path):
+    doubled = pl.concat([questions(3000), questions(3000).head(1), questions(3000).head(1)])
+    write_lake(home, doubled)
+    publish_warehouse(home)
+    once = pl.concat([questions(3000), questions(3000).head(1)])
+    write_lake(home, once)
+    result = publish_warehouse(home)
+    assert result.figures["tables_updated"]["questions"] == "updated: 3 rows out, 2 in"
+    assert contents(home) == fresh_contents(tmp_path, once)
