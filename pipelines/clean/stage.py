@@ -13,14 +13,13 @@ from __future__ import annotations
 from dataclasses import asdict
 
 import polars as pl
-from PIL import Image
 
 from pipelines.clean.dedup import DedupConfig, ImageIndex, deduplicate
 from pipelines.clean.dedup.dedup import TextForms, family_groups
 from pipelines.clean.dedup.graph_state import GraphState, SavedState
 from pipelines.clean.dedup.phash import image_descriptors
 from pipelines.clean.filtering import cap_per_skill, keep_multimodal
-from pipelines.clean.latex.convert import convert_text
+from pipelines.clean.latex.convert import convert_text, forget_conversions
 from pipelines.settings import BuildSettings
 from pipelines.store.home import DataHome
 from pipelines.store.images import ImageStore
@@ -73,29 +72,27 @@ def _image_index(home: DataHome) -> dict:
     known = previous.filter(pl.col("image_hash").is_in(wanted))
     todo = sorted(set(wanted) - set(known["image_hash"].to_list()))
     store = ImageStore(home.images)
-    rows = []
     paths = [store.path(h) for h in todo]
-    described = image_descriptors(paths) if paths else None
-    for i, (image_hash, path) in enumerate(zip(todo, paths)):
-        with Image.open(path) as im:
-            width, height = im.size
-        rows.append(
+    fresh = pl.DataFrame(schema=IMAGES_SCHEMA)
+    if paths:
+        described = image_descriptors(paths)
+        fresh = pl.DataFrame(
             {
-                "image_hash": image_hash,
-                "format": path.suffix.lstrip("."),
-                "width": width,
-                "height": height,
-                "phash": int(described.phash[i]),
-                "path": str(path.relative_to(home.root)),
-                "size_bytes": path.stat().st_size,
-                "thumbnail": described.thumbnail[i].tobytes(),
-                "content_phash": int(described.content_phash[i]),
-                "content_thumbnail": described.content_thumbnail[i].tobytes(),
-                "content_box": described.content_box[i].tolist(),
-                "colours": described.colours[i].tobytes(),
-            }
+                "image_hash": todo,
+                "format": [path.suffix.lstrip(".") for path in paths],
+                "width": described.width,
+                "height": described.height,
+                "phash": described.phash,
+                "path": [str(path.relative_to(home.root)) for path in paths],
+                "size_bytes": [path.stat().st_size for path in paths],
+                "thumbnail": [row.tobytes() for row in described.thumbnail],
+                "content_phash": described.content_phash,
+                "content_thumbnail": [row.tobytes() for row in described.content_thumbnail],
+                "content_box": described.content_box.tolist(),
+                "colours": [row.tobytes() for row in described.colours],
+            },
+            schema=IMAGES_SCHEMA,
         )
-    fresh = pl.DataFrame(rows, schema=IMAGES_SCHEMA)
     table = pl.concat([known.cast(IMAGES_SCHEMA), fresh]).sort("image_hash")
     write_table(table, previous_path)
     return {"images": table.height, "hashed_now": len(todo), "reused": known.height}
@@ -184,6 +181,7 @@ def _latex(home: DataHome) -> dict:
                      code=_convert_rows)
     plan = reuse.plan(questions)
     converted, failures = _convert_rows(plan.todo)
+    forget_conversions()
     if plan.reused.height:
         converted = pl.concat([plan.previous(pl.read_parquet(out_path, columns=["question_id", *LATEX_READS])),
                                converted])
@@ -218,8 +216,20 @@ def texts_converted(joined: pl.DataFrame) -> int:
     return problems + int((options["choices"] != options["_choices"]).sum())
 
 
+# rows converted at a time: the Python strings of one batch are alive at once, not the whole table's
+LATEX_BATCH_ROWS = 20_000
+
+
 def _convert_rows(questions: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(question_id, converted problem, converted choices) and the validation failures of ``questions``."""
+    if questions.height <= LATEX_BATCH_ROWS:
+        return _convert_batch(questions)
+    parts = [_convert_batch(questions.slice(start, LATEX_BATCH_ROWS))
+             for start in range(0, questions.height, LATEX_BATCH_ROWS)]
+    return pl.concat([p[0] for p in parts]), pl.concat([p[1] for p in parts])
+
+
+def _convert_batch(questions: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     problems, failures, new_choices = [], [], []
     for qid, problem, choices in zip(
         questions["question_id"].to_list(), questions["problem"].to_list(), questions["choices"].to_list()

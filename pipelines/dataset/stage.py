@@ -107,10 +107,12 @@ def _split(home: DataHome, settings: BuildSettings) -> dict:
         "question_id", "source", "source_key", "subject", "grade", "skill", "problem", "problem_original",
         "problem_image", "pic_prob", "pic_choice", "num_choices", "choices", "choice_images", "answer_idx",
         "permutation", "shuffle", "split", "duplicate_group", "source_split", "extra",
-    ).sort("question_id")
+    )
+    if not questions["question_id"].is_sorted():  # the stages before keep question order: no copy
+        questions = questions.sort("question_id")
     write_table(questions, lake(home, "questions"))
     write_table(choices_table(questions), lake(home, "choices"))
-    write_table(new_ledger, ledger_path)
+    write_table(new_ledger, ledger_path, dictionary=False)
     counts = questions.group_by("split").len()
     # the ledger's questions keep their split (looked up); the others' families are dealt
     ledgered = questions.join(read_ledger(ledger), on="question_id", how="semi").height

@@ -26,6 +26,7 @@ from pipelines.store.memo import memoized
 from pipelines.store.row_reuse import RowReuse
 
 TAG_COLUMNS = ("question_id", "subject", "grade", "skill", "problem", "pic_prob", "pic_choice", "num_choices", "choices")
+TAG_ORDER = ("question_id", "component", "sub_component", "source")  # the order question_tags is written in
 
 
 def tag_stage(home: DataHome, settings: BuildSettings) -> tuple[pl.DataFrame, dict]:
@@ -53,8 +54,9 @@ def _tags(home: DataHome, settings: BuildSettings) -> dict:
                      settings={"taxonomy": settings.taxonomy, "taxonomy_file": _taxonomy_digest(settings.taxonomy)},
                      code=tag_questions)
     plan = reuse.plan(questions)
-    tags = tag_questions(plan.todo, taxonomy)
+    tags = tag_questions(plan.todo, taxonomy).sort(TAG_ORDER)
     if plan.reused.height:
+        # the previous file is in TAG_ORDER: its rule tags of the reused questions still are
         previous = pl.read_parquet(out_path).filter(pl.col("source") == RULES_SOURCE)
         tags = pl.concat([plan.previous(previous), tags.cast(previous.schema)])
     figures = {"auto_tagged_questions": questions.height, "auto_tags": tags.height, **plan.figures()}
@@ -62,9 +64,10 @@ def _tags(home: DataHome, settings: BuildSettings) -> dict:
         manual = load_manual_tags(settings.manual_tags, taxonomy)
         manual = manual.filter(pl.col("question_id").is_in(questions["question_id"].implode()))
         # a question with manual tags is profiled by them; the automatic ones stay for agreement
-        tags = pl.concat([tags, manual], how="vertical_relaxed")
+        tags = pl.concat([tags, manual], how="vertical_relaxed").sort(TAG_ORDER)
         figures["manual_tagged_questions"] = manual["question_id"].n_unique()
-    tags = tags.sort("question_id", "component", "sub_component", "source").rechunk()
+    # each question's rows are in TAG_ORDER already: a stable sort by question alone finishes it
+    tags = tags.sort("question_id", maintain_order=True).rechunk()
     write_table(tags, out_path)
     reuse.save(plan)
     return figures

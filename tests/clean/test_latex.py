@@ -427,3 +427,26 @@ def test_real_corpora_keep_every_formula():
     # prices in a real option list stay prose
     price_list = next(t for t in texts["scemqa"] if "A. $2000" in t)
     assert convert_text(price_list).text == price_list
+
+
+def test_the_stage_converts_in_batches_with_the_same_result(monkeypatch):
+    import dataclasses
+
+    import polars as pl
+
+    from pipelines.clean import stage as clean_stage
+
+    questions = pl.DataFrame({
+        "question_id": [f"q{i}" for i in range(7)],
+        "problem": ["What is 3 x 4?", "Solve x^2 = 9.", "Name it.", "", "Is 1/2 > 1/3?", "sqrt(16) = ?", "Bad \\frac{1"],
+        "choices": [["12", "7"], None, [], ["a^2", "b"], ["yes", "no"], ["4", "2^2", "8"], ["1/2"]],
+    }, schema={"question_id": pl.String, "problem": pl.String, "choices": pl.List(pl.String)})
+    real = clean_stage.convert_text
+    monkeypatch.setattr(clean_stage, "convert_text", lambda text: dataclasses.replace(
+        real(text), error="broken on purpose" if "x" in text or "b" in text else None))
+    whole = clean_stage._convert_rows(questions)
+    assert whole[1]["field"].to_list() == ["problem", "problem", "choice 1"]
+    monkeypatch.setattr(clean_stage, "LATEX_BATCH_ROWS", 3)
+    batched = clean_stage._convert_rows(questions)
+    assert batched[0].equals(whole[0]) and batched[1].equals(whole[1])
+    assert batched[0].n_chunks() == 3

@@ -1086,6 +1086,11 @@ def _convert_cached(text: str) -> tuple[str, tuple[tuple[str, str], ...], bool, 
     return result.text, tuple(result.formulas), result.changed, result.error, tuple(result.tex_math)
 
 
+def forget_conversions() -> None:
+    """Empty the cache of converted texts (it holds up to 2**18 texts; a stage empties it when done)."""
+    _convert_cached.cache_clear()
+
+
 def convert_line(line: str) -> str:
     """The converted text of one line (for ``stemforge latex``); failed spans stay as written."""
     return convert_text(line).text

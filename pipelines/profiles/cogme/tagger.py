@@ -521,19 +521,27 @@ def tag_questions(questions: pl.DataFrame, taxonomy: Taxonomy, workers: int | No
 
 # Below this many questions per worker, forking workers costs more than it saves.
 MIN_QUESTIONS_PER_WORKER = 20_000
+# questions tagged at a time in one process: the Python objects of one batch are alive at once
+TAG_BATCH_ROWS = 20_000
 
 
 def _tag_range(start: int, length: int, taxonomy: Taxonomy) -> pa.Table:
     """The rule tags of questions ``start`` .. ``start + length - 1``, as columns (may run in a
     worker process)."""
-    columns: dict[str, list] = {name: [] for name in TAG_SCHEMA}
-    for record in shared("cogme-questions").slice(start, length).to_pylist():
-        target, content, thinking = classify_question(record, taxonomy)
-        for row in tag_rows(record["question_id"], RULES_SOURCE, target, content, thinking, taxonomy):
-            for name in TAG_SCHEMA:
-                columns[name].append(row[name])
-    return pa.table({name: pa.array(values, type=pa.string() if name != "weight" else pa.int64())
-                     for name, values in columns.items()})
+    questions = shared("cogme-questions").slice(start, length)
+    parts = []
+    for offset in range(0, max(length, 1), TAG_BATCH_ROWS):  # one batch's Python objects alive at a time
+        columns: dict[str, list] = {name: [] for name in TAG_SCHEMA}
+        for record in questions.slice(offset, TAG_BATCH_ROWS).to_pylist():
+            target, content, thinking = classify_question(record, taxonomy)
+            for row in tag_rows(record["question_id"], RULES_SOURCE, target, content, thinking, taxonomy):
+                for name in TAG_SCHEMA:
+                    columns[name].append(row[name])
+        parts.append(pa.Table.from_pydict({
+            name: pa.array(values, type=pa.string() if name != "weight" else pa.int64())
+            for name, values in columns.items()
+        }))
+    return pa.concat_tables(parts)
 
 
 _STEM_TARGETS = (
