@@ -264,6 +264,12 @@ checked for every fix (the old function loaded beside the new one, same input).
 | LaTeX (`pipelines/clean/latex/convert.py`) | a fresh conversion per call on repeated texts | `convert_text` memoized per distinct text | 1,946,685 texts: 30.8 -> 8.9 s CPU; identical |
 | shuffle (`pipelines/dataset/shuffle.py`) | per-question Python Fisher-Yates and list rebuilding | the same sha256 draws vectorized per option count, `list.gather` | 601,354 rows: 11.1 -> 3.6 s CPU; identical |
 | export (`pipelines/dataset/export.py`) | a picture used by several questions of a shard read once per use | read once per shard | 50,000 rows: 4.2 -> 3.3 s CPU; shards byte-identical |
+| dedup candidates (2026-11-24, `pipelines/clean/dedup/pair_kernel.py`) | look-alike drawings make most pairs of a large templated block share a hash band: 22 M candidate pairs materialized and filtered in NumPy at 300k questions (~13x that at paper scale), 7.76 GiB peak | pairs visited block by block in compiled code (numba), once per two distinct problem images, only survivors stored | paper-scale dedup stage 352.7 -> 95.7 s CPU, peak 7.76 -> 3.37 GiB (RSS); same outputs at 300k |
+| dedup families (2026-11-24) | a templated stem asked of one picture many times is a clique of candidate edges (1.03 M edges at 300k) walked in Python | classes of questions with the same stem, picture and answer are one node | 300k: 602,862 class edges; same families |
+| image distance (2026-11-24, `pipelines/clean/dedup/image_match.py`) | aligned distance: 25 NumPy means per pair, 173 us; and asymmetric (one image shifted over the other), so a pair's verdict depended on its order | compiled loop that abandons a shift once it exceeds the best; pairs in one order | 45 us per pair, identical values on 399 real pairs |
+| dedup rebuilds (2026-11-24, `graph_state.py`) | a 1% change recomputed 143,336 representatives at paper scale: candidate components of templated blocks are huge | the graph keeps confirmed near pairs only (new candidates confirmed as found) | paper scale, 1% changed: 143,336 -> 15,626 recomputed, dedup 69.1 -> 24.2 s CPU |
+| image descriptors (2026-11-24, `pipelines/clean/dedup/phash.py`) | 62% of 3.55 ms per picture in `content_box`: a float64 max over three channels | uint8 max/min with integer sums, one bincount for colours, no needless copies, sizes from the decoder | 3.55 -> 1.27 ms CPU per paper-scale picture; every descriptor byte-identical on 13,797 store, 4,033 demo and 1,457 corpus pictures |
+| row stages and warehouse (2026-11-24) | per-key sort and hash of row digests in the warehouse; column statistics and dictionary encoding on every lake write | digest = sum of row digests; no statistics (no reader uses them); batched LaTeX and tags | 300k, 1% changed: these stages 8.97 -> 6.51 s CPU; latex peak 1.53 -> 1.25 GiB |
 
 Full paper-scale build over the same input: 441 s before the shuffle, tagger and LaTeX fixes (a
 busy machine), 186 s after the dedup fix (quiet machine), 185 s at the first uninterrupted
@@ -274,23 +280,27 @@ bench/paper_scale.py --no-incremental`, summed per stage.
 ## What bounds the remaining figures
 
 - Build / floor: the floor writes picture bytes at disk speed; the build's largest stages are
-  dedup (single-threaded NumPy candidate filtering; `min` over band keys and the cheap checks lead
-  py-spy's profile), the CogME tagger (Python regex rules) and the export (per-row Python over
+  dedup (Python: text forms, the greedy grouping and family union over confirmed pairs, the
+  descriptor confirmations), the image index (PNG decoding and four Pillow resizes per picture),
+  the CogME tagger (Python regex rules) and the export (Parquet encoding, writing and hashing
   7.6 GiB of embedded pictures). Two cores cap any parallel gain at 2x.
 - Rebuilds after a change (`bench/paper_scale.py`: 1% = 8/10 of the changed rows edited in place, a
   number, an inserted word or an option text, 1/10 removed, 1/10 new, drawn by a seeded generator;
   the 0.1% rebuild runs on top of the 1% one): LaTeX, shuffle, tags and the split reuse every row
   whose input digest, settings and code are unchanged (`pipelines/store/row_reuse.py`); dedup keeps
   its candidate graphs and recomputes only components that touch a changed question
-  (`pipelines/clean/dedup/graph_state.py`); unchanged export shards are hard-linked; the warehouse
-  updates changed keys in a copy (`pipelines/store/warehouse_update.py`). What still scales with the
-  whole set on every rebuild: the integrity check reads every byte of the lake and the warehouse;
-  each row stage reads and rewrites its whole lake file and digests every row; dedup's exact groups,
-  cap and output tables are recomputed for all rows; the export rewrites every shard a change
-  touches, and changes spread over the set touch every 5,000-row shard (the release layout cuts
-  shards by position in `question_id` order), i.e. ~all picture bytes are rewritten even at 0.1%.
-  Reaching a few percent needs lake tables split by key range and an export whose shards are
-  stable under spread edits; both change the layout and are not done.
+  (`pipelines/clean/dedup/graph_state.py`; the near pass's graph holds confirmed pairs only);
+  unchanged export shards are hard-linked; the warehouse updates changed keys in a copy
+  (`pipelines/store/warehouse_update.py`). What still scales with the whole set on every rebuild:
+  the integrity check reads every byte of the lake and the warehouse; each row stage reads and
+  rewrites its whole lake file and digests every row (a random 1% change touches every row group,
+  so partitioning alone would not help; a base-plus-changes lake layout would); dedup's text forms,
+  exact groups, cap and output tables are recomputed for all rows; the export rewrites every shard
+  a change touches, and changes spread over the set touch every 5,000-row shard (the release layout
+  cuts shards by position in `question_id` order), i.e. ~all picture bytes are re-encoded, written
+  and hashed even at 0.1%. Reading unchanged rows back from the published shard instead of the
+  image store was built and measured (300k: 1% export 14.2 vs 15.5 s CPU full, within noise:
+  encoding, writing and hashing dominate) and dropped.
 - Perceptual hashing: the exact path (imagehash's bits) is bound by the full-size Lanczos resize
   plus PNG inflation, ~560 us of CPU per picture, i.e. at most ~3x imagehash on two cores in theory
   and 2.6x measured; the fast path removes most of the resize.
