@@ -57,7 +57,7 @@ from typing import Mapping
 import numpy as np
 import polars as pl
 
-from pipelines.clean.dedup.graph_state import GraphState, GraphUpdate, ids_of, update_graph
+from pipelines.clean.dedup.graph_state import GraphState, GraphUpdate, components, ids_of, update_graph
 from pipelines.clean.dedup.image_index import band_layout
 from pipelines.store.row_reuse import row_digests
 from pipelines.store.lake import empty_frame
@@ -842,18 +842,28 @@ def family_groups(
     )
     update, nodes = _graph_update(candidates, ids, attributes, previous)
 
-    def joined(x: int, y: int) -> bool:
-        return image_answer[x] == image_answer[y] and \
-            _answers_agree(answers[x], answers[y], image_answer[x], matcher) and \
-            matcher.near(images_list[x], images_list[y])
+    pictured_answer = np.fromiter(image_answer, dtype=bool, count=m)
+    answer_code = pl.Series(answers, dtype=pl.String).rank("dense").fill_null(0).to_numpy().astype(np.int64)
+    image_code = pl.Series(images_list, dtype=pl.String).rank("dense").fill_null(0).to_numpy().astype(np.int64)
 
-    parent = np.arange(m)
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
+    def joined(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Per edge: same kind of answer, answers that agree, near-equal problem images. The
+        descriptors are compared once per two distinct images, however many edges share them."""
+        ok = pictured_answer[a] == pictured_answer[b]
+        agree = (answer_code[a] == answer_code[b]) | (answer_code[a] == 0) | (answer_code[b] == 0)
+        for k in np.flatnonzero(ok & ~agree & pictured_answer[a]).tolist():  # answer pictures may be near-equal
+            agree[k] = matcher.near(answers[int(a[k])], answers[int(b[k])])
+        ok &= agree
+        edge = np.flatnonzero(ok)
+        if not len(edge):
+            return ok
+        lo = np.minimum(image_code[a[edge]], image_code[b[edge]])
+        hi = np.maximum(image_code[a[edge]], image_code[b[edge]])
+        pairs, first_edge, inverse = np.unique(lo * np.int64(m + 1) + hi, return_index=True, return_inverse=True)
+        near = np.fromiter((matcher.near(images_list[int(a[edge[k]])], images_list[int(b[edge[k]])])
+                            for k in first_edge.tolist()), dtype=bool, count=len(pairs))
+        ok[edge] = near[inverse.reshape(-1)]
+        return ok
 
     # Families are the components of the joined pairs. A family no dirty or removed class
     # was in, and that no dirty class joins, is the same as before; the others (todo) are
@@ -868,21 +878,17 @@ def family_groups(
                              previous.nodes["family"].gather(update.removed_rows)])
         todo |= old_family.is_in(touched.drop_nulls().implode()).fill_null(False).to_numpy()
         frontier = np.flatnonzero(todo[update.a] != todo[update.b])
-        joining = set()
-        for x, y in zip(update.a[frontier].tolist(), update.b[frontier].tolist()):
-            inner, outer = (x, y) if todo[x] else (y, x)
-            if update.dirty[inner] and joined(inner, outer):
-                joining.add(old_family[outer])
-        if joining:
-            todo |= old_family.is_in(pl.Series(sorted(joining), dtype=pl.String).implode()).fill_null(False).to_numpy()
+        fa, fb = update.a[frontier], update.b[frontier]
+        inner_dirty = np.where(todo[fa], update.dirty[fa], update.dirty[fb])
+        fa, fb = fa[inner_dirty], fb[inner_dirty]
+        outer = np.where(todo[fa], fb, fa)[joined(fa, fb)]
+        if len(outer):
+            joining = old_family.gather(outer).unique().sort()
+            todo |= old_family.is_in(joining.implode()).fill_null(False).to_numpy()
     inside = todo[update.a] & todo[update.b]
-    for x, y in zip(update.a[inside].tolist(), update.b[inside].tolist()):
-        rx, ry = find(x), find(y)
-        if rx == ry:
-            continue
-        if joined(x, y):
-            parent[max(rx, ry)] = min(rx, ry)
-    roots = np.array([find(i) for i in range(m)], dtype=np.int64)
+    a, b = update.a[inside], update.b[inside]
+    keep = joined(a, b)
+    roots = components(m, a[keep], b[keep])
     # the family id: the smallest question_id of the component
     family = pl.DataFrame({"root": roots, "question_id": pl.Series(qids, dtype=pl.String).gather(first)}).select(
         pl.col("question_id").min().over("root"))["question_id"]

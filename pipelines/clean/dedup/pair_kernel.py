@@ -147,13 +147,13 @@ def block_pairs(members, starts, sizes, only, use_only, large, has_prob, prob_ha
                     continue
                 first1, first2 = members[s + run_start[r1]], members[s + run_start[r2]]
                 pictured = has_prob[first1]  # a run shares one problem image (or none)
-                if pictured and r1 != r2:
+                if pictured and r1 != r2:  # the cheaper test first: most pairs of a block are far apart
+                    if not _image_survives(first1, first2, prob_hashed, prob_hash, prob_content, prob_chash,
+                                           image_id, rescan_hamming, content_hamming):
+                        continue
                     if not _candidate(first1, first2, large, has_prob, prob_hashed, prob_hash, prob_content,
                                       prob_chash, image_id, opt_count, opt_row, opt_hash, opt_content, opt_chash,
                                       page_masks, content_masks):
-                        continue
-                    if not _image_survives(first1, first2, prob_hashed, prob_hash, prob_content, prob_chash,
-                                           image_id, rescan_hamming, content_hamming):
                         continue
                 for p in range(run_start[r1], run_start[r1 + 1]):
                     i = members[s + p]
@@ -162,14 +162,14 @@ def block_pairs(members, starts, sizes, only, use_only, large, has_prob, prob_ha
                         j = members[s + q]
                         if use_only and not (only[i] or only[j]):
                             continue
+                        if opt_count[min(i, j)] > 0 and not _options_close(
+                                i, j, opt_row, opt_hash, opt_content, opt_chash, rescan_hamming, content_hamming):
+                            continue
                         if not pictured:
                             if not _candidate(i, j, large, has_prob, prob_hashed, prob_hash, prob_content,
                                               prob_chash, image_id, opt_count, opt_row, opt_hash, opt_content,
                                               opt_chash, page_masks, content_masks):
                                 continue
-                        if opt_count[min(i, j)] > 0 and not _options_close(
-                                i, j, opt_row, opt_hash, opt_content, opt_chash, rescan_hamming, content_hamming):
-                            continue
                         if count == capacity:
                             capacity *= 2
                             grown_a = np.empty(capacity, dtype=np.int64)
