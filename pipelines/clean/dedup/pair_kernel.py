@@ -112,6 +112,53 @@ def _image_survives(i, j, prob_hashed, prob_hash, prob_content, prob_chash, imag
 
 
 @njit(cache=True, nogil=True)
+def _emit_run_pair(r1, r2, s, run_start, members, pictured, only, use_only, large, has_prob, prob_hashed, prob_hash,
+                   prob_content, prob_chash, image_id, opt_count, opt_row, opt_hash, opt_content, opt_chash,
+                   page_masks, content_masks, rescan_hamming, content_hamming, out_a, out_b, count):
+    """Append the surviving pairs of runs r1 <= r2 whose problem images already pair."""
+    for p in range(run_start[r1], run_start[r1 + 1]):
+        i = members[s + p]
+        q0 = p + 1 if r1 == r2 else run_start[r2]
+        for q in range(q0, run_start[r2 + 1]):
+            j = members[s + q]
+            if use_only and not (only[i] or only[j]):
+                continue
+            if opt_count[min(i, j)] > 0 and not _options_close(
+                    i, j, opt_row, opt_hash, opt_content, opt_chash, rescan_hamming, content_hamming):
+                continue
+            if not pictured:
+                if not _candidate(i, j, large, has_prob, prob_hashed, prob_hash, prob_content, prob_chash, image_id,
+                                  opt_count, opt_row, opt_hash, opt_content, opt_chash, page_masks, content_masks):
+                    continue
+            if count == out_a.shape[0]:
+                grown_a = np.empty(2 * count, dtype=np.int64)
+                grown_b = np.empty(2 * count, dtype=np.int64)
+                grown_a[:count] = out_a[:count]
+                grown_b[:count] = out_b[:count]
+                out_a, out_b = grown_a, grown_b
+            out_a[count] = min(i, j)
+            out_b[count] = max(i, j)
+            count += 1
+    return out_a, out_b, count
+
+
+@njit(cache=True, nogil=True)
+def _shared_before(x1, x2, band, hashed, content, page_masks, content_masks, prob_hash, prob_chash):
+    """Whether runs with first items x1, x2 share a band that comes before ``band`` (page bands,
+    then content bands): the pair was met there already."""
+    n_page = page_masks.shape[0]
+    if hashed:
+        for k in range(min(band, n_page)):
+            if ((prob_hash[x1] ^ prob_hash[x2]) & page_masks[k]) == np.uint64(0):
+                return True
+    if content and band > n_page:
+        for k in range(band - n_page):
+            if ((prob_chash[x1] ^ prob_chash[x2]) & content_masks[k]) == np.uint64(0):
+                return True
+    return False
+
+
+@njit(cache=True, nogil=True)
 def block_pairs(members, starts, sizes, only, use_only, large, has_prob, prob_hashed, prob_hash, prob_content,
                 prob_chash, image_id, opt_count, opt_row, opt_hash, opt_content, opt_chash, page_masks,
                 content_masks, rescan_hamming, content_hamming):
@@ -120,11 +167,14 @@ def block_pairs(members, starts, sizes, only, use_only, large, has_prob, prob_ha
     pairs with an endpoint in ``only``.
 
     Items with the same problem image form a run: whether two runs' problem images pair is
-    decided once for the two runs, so a block costs its runs squared plus the pairs it keeps."""
-    capacity = 1 << 16
-    out_a = np.empty(capacity, dtype=np.int64)
-    out_b = np.empty(capacity, dtype=np.int64)
+    decided once for the two runs. In a small block every two runs are compared; in a large one
+    the runs are sorted by each band's value and only runs that share a band meet (a pair is
+    taken at the first band it shares), so a block of distinct random-looking pictures costs its
+    band collisions, not its runs squared."""
+    out_a = np.empty(1 << 16, dtype=np.int64)
+    out_b = np.empty(1 << 16, dtype=np.int64)
     count = 0
+    n_page, n_content = page_masks.shape[0], content_masks.shape[0]
     for g in range(starts.shape[0]):
         s, n = starts[g], sizes[g]
         run_start = np.empty(n + 1, dtype=np.int64)
@@ -141,45 +191,71 @@ def block_pairs(members, starts, sizes, only, use_only, large, has_prob, prob_ha
                     if only[members[s + p]]:
                         run_only[r] = True
                         break
+        banded = large[members[s]]
+        # pairs inside a run; in a small block, also every two runs
         for r1 in range(runs):
-            for r2 in range(r1, runs):
+            first1 = members[s + run_start[r1]]
+            pictured = has_prob[first1]  # a run shares one problem image (or none)
+            for r2 in range(r1, runs if not banded else r1 + 1):
                 if use_only and not (run_only[r1] or run_only[r2]):
                     continue
-                first1, first2 = members[s + run_start[r1]], members[s + run_start[r2]]
-                pictured = has_prob[first1]  # a run shares one problem image (or none)
-                if pictured and r1 != r2:  # the cheaper test first: most pairs of a block are far apart
-                    if not _image_survives(first1, first2, prob_hashed, prob_hash, prob_content, prob_chash,
-                                           image_id, rescan_hamming, content_hamming):
-                        continue
-                    if not _candidate(first1, first2, large, has_prob, prob_hashed, prob_hash, prob_content,
-                                      prob_chash, image_id, opt_count, opt_row, opt_hash, opt_content, opt_chash,
-                                      page_masks, content_masks):
-                        continue
-                for p in range(run_start[r1], run_start[r1 + 1]):
-                    i = members[s + p]
-                    q0 = p + 1 if r1 == r2 else run_start[r2]
-                    for q in range(q0, run_start[r2 + 1]):
-                        j = members[s + q]
-                        if use_only and not (only[i] or only[j]):
+                if r1 != r2:
+                    first2 = members[s + run_start[r2]]
+                    if pictured:
+                        if not _image_survives(first1, first2, prob_hashed, prob_hash, prob_content, prob_chash,
+                                               image_id, rescan_hamming, content_hamming):
                             continue
-                        if opt_count[min(i, j)] > 0 and not _options_close(
-                                i, j, opt_row, opt_hash, opt_content, opt_chash, rescan_hamming, content_hamming):
+                        if not _candidate(first1, first2, large, has_prob, prob_hashed, prob_hash, prob_content,
+                                          prob_chash, image_id, opt_count, opt_row, opt_hash, opt_content, opt_chash,
+                                          page_masks, content_masks):
                             continue
-                        if not pictured:
-                            if not _candidate(i, j, large, has_prob, prob_hashed, prob_hash, prob_content,
-                                              prob_chash, image_id, opt_count, opt_row, opt_hash, opt_content,
-                                              opt_chash, page_masks, content_masks):
-                                continue
-                        if count == capacity:
-                            capacity *= 2
-                            grown_a = np.empty(capacity, dtype=np.int64)
-                            grown_b = np.empty(capacity, dtype=np.int64)
-                            grown_a[:count] = out_a[:count]
-                            grown_b[:count] = out_b[:count]
-                            out_a, out_b = grown_a, grown_b
-                        out_a[count] = min(i, j)
-                        out_b[count] = max(i, j)
-                        count += 1
+                out_a, out_b, count = _emit_run_pair(
+                    r1, r2, s, run_start, members, pictured, only, use_only, large, has_prob, prob_hashed,
+                    prob_hash, prob_content, prob_chash, image_id, opt_count, opt_row, opt_hash, opt_content,
+                    opt_chash, page_masks, content_masks, rescan_hamming, content_hamming, out_a, out_b, count)
+        if not banded:
+            continue
+        # a large block: runs with a problem image meet where they share a band
+        firsts = np.empty(runs, dtype=np.int64)
+        for r in range(runs):
+            firsts[r] = members[s + run_start[r]]
+        values = np.empty(runs, dtype=np.uint64)
+        for band in range(n_page + n_content):
+            page = band < n_page
+            usable = np.zeros(runs, dtype=np.bool_)
+            for r in range(runs):
+                x = firsts[r]
+                usable[r] = prob_hashed[x] if page else prob_content[x]
+                values[r] = (prob_hash[x] & page_masks[band]) if page else (prob_chash[x] & content_masks[band - n_page])
+            picked = np.flatnonzero(usable)
+            if picked.shape[0] < 2:
+                continue
+            order = picked[np.argsort(values[picked], kind="mergesort")]
+            lo = 0
+            while lo < order.shape[0]:
+                hi = lo + 1
+                while hi < order.shape[0] and values[order[hi]] == values[order[lo]]:
+                    hi += 1
+                for u in range(lo, hi):
+                    for v in range(u + 1, hi):
+                        r1, r2 = min(order[u], order[v]), max(order[u], order[v])
+                        if use_only and not (run_only[r1] or run_only[r2]):
+                            continue
+                        x1, x2 = firsts[r1], firsts[r2]
+                        hashed = prob_hashed[x1] and prob_hashed[x2]
+                        content = prob_content[x1] and prob_content[x2]
+                        if _shared_before(x1, x2, band, hashed, content, page_masks, content_masks, prob_hash,
+                                          prob_chash):
+                            continue
+                        if not _image_survives(x1, x2, prob_hashed, prob_hash, prob_content, prob_chash, image_id,
+                                               rescan_hamming, content_hamming):
+                            continue
+                        out_a, out_b, count = _emit_run_pair(
+                            r1, r2, s, run_start, members, True, only, use_only, large, has_prob, prob_hashed,
+                            prob_hash, prob_content, prob_chash, image_id, opt_count, opt_row, opt_hash,
+                            opt_content, opt_chash, page_masks, content_masks, rescan_hamming, content_hamming,
+                            out_a, out_b, count)
+                lo = hi
     return out_a[:count].copy(), out_b[:count].copy()
 
 
