@@ -409,7 +409,7 @@ def deduplicate(
 
 
 class _Candidates:
-    """Blocking and the vectorized pre-filter over m items (representatives or kept questions).
+    """Blocking and the pre-filter over m items (representatives or kept questions).
 
     ``exact_key`` (uint64 per item) must be equal for a pair; ``problem_images`` and
     ``option_images`` (image names or None) must then be close enough for some near-equality
@@ -424,7 +424,6 @@ class _Candidates:
         self._large = large  # given when the items stand for several questions each
         self.config = config
         self.index = index
-        self.any_content = bool(index.has_content.any())
         prob = index.rows(problem_images)
         self.has_prob = np.fromiter((x is not None for x in problem_images), dtype=bool, count=m)
         self.prob_hash = np.where(prob >= 0, index.phash[prob], NO_HASH).astype(np.uint64)
@@ -530,44 +529,7 @@ class _Candidates:
         if only is not None:
             without &= np.isin(self.key, self.key[only & ~imaged])
         sel = np.flatnonzero(without)
-        yield self.check(*_star_pairs(self.key[sel], sel))
-
-    def _close(self, ha, hb, ca, cb, content) -> np.ndarray:
-        cfg = self.config
-        close = np.bitwise_count(ha ^ hb) <= cfg.rescan_hamming
-        if not self.any_content:
-            return close
-        return close | (content & (np.bitwise_count(ca ^ cb) <= cfg.content_hamming))
-
-    def check(self, a: np.ndarray, b: np.ndarray):
-        keep = self.key[a] == self.key[b]
-        a, b = a[keep], b[keep]
-        both = self.prob_hashed[a] & self.prob_hashed[b]
-        close = self._close(self.prob_hash[a], self.prob_hash[b], self.prob_chash[a], self.prob_chash[b],
-                            self.prob_content[a] & self.prob_content[b])
-        keep = np.where(both, close, self.image_id[a] == self.image_id[b])
-        a, b = a[keep], b[keep]
-        if self.opt is not None and len(a):
-            with_opts = self.opt_count[a] > 0
-            sa, sb = np.flatnonzero(with_opts), None
-            if len(sa):
-                oa, ob = self.opt[a[sa]], self.opt[b[sa]]
-                close = self._close(
-                    self.opt_hash[a[sa]][:, :, None], self.opt_hash[b[sa]][:, None, :],
-                    self.opt_chash[a[sa]][:, :, None], self.opt_chash[b[sa]][:, None, :],
-                    self.opt_content[a[sa]][:, :, None] & self.opt_content[b[sa]][:, None, :],
-                )
-                close |= (oa[:, :, None] == ob[:, None, :]) & (oa[:, :, None] >= 0)
-                present_a, present_b = oa != -2, ob != -2
-                close &= present_a[:, :, None] & present_b[:, None, :]
-                every_a = np.all(close.any(axis=2) | ~present_a, axis=1)
-                every_b = np.all(close.any(axis=1) | ~present_b, axis=1)
-                sb = sa[~(every_a & every_b)]
-            if sb is not None and len(sb):
-                keep = np.ones(len(a), dtype=bool)
-                keep[sb] = False
-                a, b = a[keep], b[keep]
-        return a, b
+        yield _star_pairs(self.key[sel], sel)  # nothing of an image to filter
 
 
 def _star_pairs(keys: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
