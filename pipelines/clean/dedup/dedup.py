@@ -416,12 +416,10 @@ class _Candidates:
     rule of ``image_match`` (every option of one close to some option of the other)."""
 
     def __init__(self, exact_key: np.ndarray, problem_images: list, option_images: list | None, index: ImageIndex,
-                 config: DedupConfig, size_key: np.ndarray | None = None, large: np.ndarray | None = None):
+                 config: DedupConfig, large: np.ndarray | None = None):
         self.m = m = len(exact_key)
         self.key = exact_key.astype(np.uint64)
-        # the blocks whose size decides ``large`` (default: the exact key's)
-        self.size_key = self.key if size_key is None else size_key.astype(np.uint64)
-        self._large = large  # given when the items stand for several questions each
+        self._large = large  # given when an item stands for several questions
         self.config = config
         self.index = index
         prob = index.rows(problem_images)
@@ -469,10 +467,10 @@ class _Candidates:
 
     @property
     def large(self) -> np.ndarray:
-        """Per item: whether its block (of ``size_key``) has more than ``small_block`` items."""
+        """Per item: whether its block has more than ``small_block`` items (or ``large`` as given)."""
         if self._large is not None:
             return self._large
-        _, inverse, counts = np.unique(self.size_key, return_inverse=True, return_counts=True)
+        _, inverse, counts = np.unique(self.key, return_inverse=True, return_counts=True)
         return counts[inverse.reshape(-1)] > self.config.small_block
 
     @property
@@ -794,8 +792,7 @@ def family_groups(
     images_list = [item_images[f] for f in first.tolist()]
     answers = [item_answers[f] for f in first.tolist()]
     image_answer = [item_image_answer[f] for f in first.tolist()]
-    candidates = _Candidates(item_key[first], images_list, None, index, config, size_key=key[first],
-                             large=item_large[first])
+    candidates = _Candidates(item_key[first], images_list, None, index, config, large=item_large[first])
     image_answers = [x if pictured else None for x, pictured in zip(answers, image_answer)]
     attributes = frame[first].with_columns(
         pl.Series("answer", answers, dtype=pl.String), pl.Series("image_answer", image_answer, dtype=pl.Boolean),
