@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import polars as pl
-import pyarrow as pa
 
 from pipelines.parallel import contiguous_ranges, forked_pool, shared, sharing, worker_count
 from pipelines.profiles.cogme.tags import TAG_SCHEMA, empty_tags, highest_thinking, tag_rows, validate_tags
@@ -36,8 +34,14 @@ class TaggerError(ValueError):
     """The tagger cannot run on its input (one-line message)."""
 
 
+# the alternatives of each cue pattern (``_CueIndex`` reads their first letters)
+_CUE_ALTERNATIVES: dict[re.Pattern, tuple[str, ...]] = {}
+
+
 def _cues(*patterns: str) -> re.Pattern:
-    return re.compile(r"\b(?:" + "|".join(patterns) + r")", re.I)
+    compiled = re.compile(r"\b(?:" + "|".join(patterns) + r")", re.I)
+    _CUE_ALTERNATIVES[compiled] = patterns
+    return compiled
 
 
 # TARGET cue lexicons: (pattern, score). Matched on question text, options and the skill slug.
@@ -190,6 +194,120 @@ CONTENT_CUES: dict[str, list[tuple[re.Pattern, float]]] = {
     ],
 }
 
+# Characters outside ASCII that ``re.I`` matches to an ASCII letter (İ ı ſ K): on a text with one
+# of them, ``str.lower`` does not say what a case-insensitive cue matches, and every cue is scanned.
+_CASE_TRAPS = re.compile("[\u0130\u0131\u017f\u212a]")
+_WORD = re.compile(r"\w+")
+
+
+def _literal_prefix(alternative: str) -> str:
+    """The characters every match of a cue alternative starts with ('' if it starts otherwise)."""
+    if alternative.startswith("\\b"):
+        alternative = alternative[2:]
+    prefix = []
+    i = 0
+    while i < len(alternative):
+        char = alternative[i]
+        if char == "\\":
+            escaped = alternative[i + 1 : i + 2]
+            if not escaped or escaped.isalnum():
+                break  # a class (\d, \w, ...) or an assertion (\b)
+            char, width = escaped, 2
+        elif char in ".^$*+?{}[]()|":
+            break
+        else:
+            width = 1
+        following = alternative[i + width : i + width + 1]
+        if following and following in "?*{":
+            break  # the character is optional
+        prefix.append(char)
+        i += width
+    return "".join(prefix)
+
+
+class _CueIndex:
+    """Which alternatives of a lexicon's cue patterns can match a text, read from the first
+    letters of its words.
+
+    ``_cues`` puts ``\\b`` before every alternative: one that starts with a letter or digit can
+    match only at the start of a word, and that word's first (up to four) letters must be its own;
+    one that starts with another character can match only where that character sequence is. An
+    alternative that cannot match anywhere in a text never decides a match there, so the pattern
+    of the others finds the same matches (none if there are no others); an alternative the index
+    cannot read is always kept, and a pattern not built by ``_cues`` always scanned whole."""
+
+    def __init__(self, cues: Mapping[str, list[tuple[re.Pattern, float]]]):
+        # per pattern in lexicon order: (sub-component, key, pattern, weight, alternatives always
+        # kept (None: scanned whole), the pattern of those alone)
+        self.slots: list[tuple[str, tuple[str, int], re.Pattern, float, frozenset[int] | None, re.Pattern | None]]
+        self.slots = []
+        self.by_word_start: dict[str, list[tuple[tuple[str, int], int]]] = {}
+        self.by_substring: dict[str, list[tuple[tuple[str, int], int]]] = {}
+        for name, patterns in cues.items():
+            for number, (pattern, weight) in enumerate(patterns):
+                key = (name, number)
+                if pattern not in _CUE_ALTERNATIVES:
+                    self.slots.append((name, key, pattern, weight, None, None))
+                    continue
+                kept = set()
+                for alternative_number, alternative in enumerate(_CUE_ALTERNATIVES[pattern]):
+                    prefix = _literal_prefix(alternative)
+                    letters = len(_ASCII_WORD_START.match(prefix).group())
+                    if not prefix or any(not c.isascii() and c.lower() != c.upper() for c in prefix):
+                        kept.add(alternative_number)
+                    elif letters:
+                        start = prefix[: min(letters, 4)].lower()  # as _word_starts keeps them
+                        self.by_word_start.setdefault(start, []).append((key, alternative_number))
+                    else:
+                        self.by_substring.setdefault(prefix.lower(), []).append((key, alternative_number))
+                kept_pattern = _pattern_of(pattern, tuple(sorted(kept))) if kept else None
+                self.slots.append((name, key, pattern, weight, frozenset(kept), kept_pattern))
+        self.word_start_keys = frozenset(self.by_word_start)
+
+    def candidates(self, text: str) -> dict[tuple[str, int], set[int]] | None:
+        """The alternatives of each pattern that may match ``text``, besides those always kept;
+        None: every alternative."""
+        starts = _word_starts(text)
+        if starts is None:
+            return None
+        found: dict[tuple[str, int], set[int]] = {}
+        for start in starts & self.word_start_keys:
+            for key, number in self.by_word_start[start]:
+                found.setdefault(key, set()).add(number)
+        if self.by_substring:
+            lowered = text.lower()
+            for needle, entries in self.by_substring.items():
+                if needle in lowered:
+                    for key, number in entries:
+                        found.setdefault(key, set()).add(number)
+        return found
+
+
+@lru_cache(maxsize=8)
+def _word_starts(text: str) -> frozenset[str] | None:
+    """The first one to four letters (lowercase) of every word of ``text``; None if it has a case trap."""
+    if _CASE_TRAPS.search(text):
+        return None
+    starts = set()
+    for word in set(_WORD.findall(text)):
+        word = word.lower()
+        starts.update((word[:1], word[:2], word[:3], word[:4]))
+    return frozenset(starts)
+
+
+@lru_cache(maxsize=8192)
+def _pattern_of(pattern: re.Pattern, alternatives: tuple[int, ...]) -> re.Pattern:
+    """The cue pattern with only the given alternatives (in their order)."""
+    every = _CUE_ALTERNATIVES[pattern]
+    if len(alternatives) == len(every):
+        return pattern
+    return re.compile(r"\b(?:" + "|".join(every[i] for i in alternatives) + r")", re.I)
+
+
+_ASCII_WORD_START = re.compile(r"[A-Za-z0-9_]*")
+_CUE_INDEXES = {id(TARGET_CUES): _CueIndex(TARGET_CUES), id(CONTENT_CUES): _CueIndex(CONTENT_CUES)}
+
+
 # Skill-slug hints: the skill says what the question is about even when the stem is terse.
 SKILL_TARGET_HINTS = {
     "money": "Number/Quantity", "coin": "Object", "clock": "Time", "time": "Time", "shape": "Shape/Figure",
@@ -267,18 +385,107 @@ SELECT_AMONG_PICTURED = re.compile(
 SINGLE_THING_SHOWN = re.compile(r"\b(?:this|is shown|in the picture\?$)", re.I)
 
 
-@dataclass
-class QuestionEvidence:
-    """What the rules see of one question (kept for explanations in tests and docs)."""
+# A number written in the words of a question (not part of a word, a decimal or a time).
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)?(?![\w:])")
+_NUMERIC_OPTION_FOR_TARGET = re.compile(r"\s*[\d.,:/¢$%]+\s*(?:\w+\s*){0,3}")
+_NUMERIC_OPTION_FOR_CONTENT = re.compile(r"\s*-?[\d.,:¢$%]+\s*(?:[a-z]+\s*){0,3}")
+_ASKS_FORMULA_VALUE = re.compile(r"=\s*$")
 
-    text: str
-    options: str
-    skill_words: str
-    formulas: list[str]
-    pic_prob: bool
-    pic_choice: bool
-    num_choices: int
-    notes: list[str] = field(default_factory=list)
+
+class ProblemFacts(NamedTuple):
+    """What the rules read from a question's text alone: the same for every question with that text."""
+
+    target_scores: tuple[tuple[str, float], ...]
+    content_scores: tuple[tuple[str, float], ...]
+    word_count: int
+    numbers: int  # numbers in the words (outside formulas)
+    formula: bool
+    digit_formula: bool
+    asks_formula_value: bool  # the first formula ends in "="
+    grasping_stem: bool
+    candidate_among_pictured: bool  # "Which object ...", not one thing shown and not a recall stem
+    formula_step: bool  # a one-step formula or an equation to solve
+    reads_scale: bool
+    prediction: bool  # a prediction or an inferred quantity
+    heavier_or_lighter: bool
+    triangle_angle: bool
+    reasoning_stem: bool
+    multi_step_formula: bool
+    word_problem: bool  # several numbers and a question for a value
+    recall_stem: bool  # a recall stem, and no most/least/farthest/fewest
+    math_fact: bool
+
+
+class OptionsFacts(NamedTuple):
+    """What the rules read from a question's options (joined as ``a | b | c``)."""
+
+    target_scores: tuple[tuple[str, float], ...]
+    formula: bool
+    digit_formula: bool
+    asks_formula_value: bool
+    numeric_for_target: bool
+    numeric_for_content: bool
+
+
+class SkillFacts(NamedTuple):
+    target_hints: tuple[str, ...]
+    content_hints: tuple[str, ...]
+    balance: bool
+
+
+def problem_facts(problem: str) -> ProblemFacts:
+    question = _plain(problem)
+    lowered = question.lower()
+    formulas = _FORMULA.findall(problem)
+    numbers = len(_NUMBER.findall(question))
+    multi_step, one_step, equation = _formula_kinds(problem)
+    return ProblemFacts(
+        target_scores=tuple(_score(TARGET_CUES, question).items()),
+        content_scores=tuple(_score(CONTENT_CUES, question).items()),
+        word_count=len(question.split()),
+        numbers=numbers,
+        formula=bool(formulas),
+        digit_formula=any(re.search(r"\d", f) for f in formulas),
+        asks_formula_value=bool(formulas) and _ASKS_FORMULA_VALUE.search(formulas[0].strip()) is not None,
+        grasping_stem=GRASPING_STEMS.search(question) is not None,
+        candidate_among_pictured=bool(
+            SELECT_AMONG_PICTURED.search(question)
+            and not SINGLE_THING_SHOWN.search(question)
+            and not RECALL_STEMS.search(question)
+        ),
+        formula_step=one_step or equation,
+        reads_scale=READ_A_SCALE.search(problem) is not None,
+        prediction=bool(PREDICTION_STEM.search(question) or INFERRED_QUANTITY.search(question)),
+        heavier_or_lighter=re.search(r"\b(?:heavier|lighter)\b", lowered) is not None,
+        triangle_angle="\\triangle" in problem and "measure of" in lowered,
+        reasoning_stem=REASONING_STEMS.search(question) is not None,
+        multi_step_formula=multi_step,
+        word_problem=numbers >= 2 and re.search(r"\b(?:how many|how much|what is|what time)\b", lowered) is not None,
+        recall_stem=bool(RECALL_STEMS.search(question))
+        and not re.search(r"\b(?:most|least|farthest|fewest)\b", lowered),
+        math_fact=_is_math_fact(problem),
+    )
+
+
+def options_facts(choices: Sequence[Any] | None) -> OptionsFacts:
+    joined = " | ".join(str(c) for c in choices) if choices is not None else ""
+    formulas = _FORMULA.findall(joined) if joined else []
+    options = _plain(joined)
+    return OptionsFacts(
+        target_scores=tuple(_score(TARGET_CUES, options).items()),
+        formula=bool(formulas),
+        digit_formula=any(re.search(r"\d", f) for f in formulas),
+        asks_formula_value=bool(formulas) and _ASKS_FORMULA_VALUE.search(formulas[0].strip()) is not None,
+        numeric_for_target=bool(options)
+        and all(_NUMERIC_OPTION_FOR_TARGET.fullmatch(o) for o in options.split("|")),
+        numeric_for_content=bool(options)
+        and all(_NUMERIC_OPTION_FOR_CONTENT.fullmatch(o) for o in options.split("|")),
+    )
+
+
+def skill_facts(skill: Any) -> SkillFacts:
+    words = str(skill or "").rsplit("/", 1)[-1].replace("-", " ").replace("_", " ")
+    return SkillFacts(_skill_hints(words, True), _skill_hints(words, False), "balance" in words)
 
 
 def _formula_operators(formula: str) -> int:
@@ -296,18 +503,30 @@ def _formula_has_variable(formula: str) -> bool:
 
 
 def _score(cues: Mapping[str, list[tuple[re.Pattern, float]]], text: str) -> dict[str, float]:
-    if cues is TARGET_CUES or cues is CONTENT_CUES:
-        # quiz texts are templated and repeat many times; the lexicon scan is the hot spot
-        return dict(_score_lexicon(cues is TARGET_CUES, text))
-    return _score_uncached(cues, text)
+    index = _CUE_INDEXES.get(id(cues))
+    candidates = index.candidates(text) if index is not None else None
+    if candidates is None:
+        return _score_whole(cues, text)
+    scores: dict[str, float] = {}
+    # the families' patterns in lexicon order: each family's sum adds its patterns' terms in order
+    for name, key, pattern, weight, kept, kept_pattern in index.slots:
+        if kept is None:
+            hits = len(pattern.findall(text))
+        else:
+            found = candidates.get(key)
+            if found:
+                hits = len(_pattern_of(pattern, tuple(sorted(found | kept))).findall(text))
+            elif kept:
+                hits = len(kept_pattern.findall(text))
+            else:
+                continue  # no alternative can match
+        if hits:
+            scores[name] = scores.get(name, 0.0) + weight * min(hits, 3) ** 0.5
+    return scores
 
 
-@lru_cache(maxsize=1 << 17)
-def _score_lexicon(target: bool, text: str) -> tuple[tuple[str, float], ...]:
-    return tuple(_score_uncached(TARGET_CUES if target else CONTENT_CUES, text).items())
-
-
-def _score_uncached(cues: Mapping[str, list[tuple[re.Pattern, float]]], text: str) -> dict[str, float]:
+def _score_whole(cues: Mapping[str, list[tuple[re.Pattern, float]]], text: str) -> dict[str, float]:
+    """The cue scores of ``text``, every cue pattern scanned whole."""
     scores: dict[str, float] = {}
     for name, patterns in cues.items():
         total = 0.0
@@ -328,28 +547,6 @@ def _top(scores: dict[str, float], order: tuple[str, ...], limit: int, floor: fl
     return ranked[:limit]
 
 
-def evidence_of(row: Mapping[str, Any]) -> QuestionEvidence:
-    problem = str(row.get("problem") or "")
-    choices = row.get("choices")
-    options = " | ".join(str(c) for c in choices) if choices is not None else ""
-    formulas = _FORMULA.findall(problem) + (_FORMULA.findall(options) if options else [])
-    skill = str(row.get("skill") or "")
-    skill = skill.rsplit("/", 1)[-1]
-    num = row.get("num_choices")
-    if num is None:
-        num = len(choices) if choices is not None else 0
-    return QuestionEvidence(
-        text=problem,
-        options=options,
-        skill_words=skill.replace("-", " ").replace("_", " "),
-        formulas=formulas,
-        pic_prob=bool(row.get("pic_prob")),
-        pic_choice=bool(row.get("pic_choice")),
-        num_choices=int(num),
-    )
-
-
-@lru_cache(maxsize=1 << 17)
 def _plain(text: str) -> str:
     """Text with formula spans replaced by a placeholder word, for the word rules."""
     return _FORMULA.sub(" FORMULA ", text)
@@ -362,7 +559,6 @@ def _skill_hints(skill_words: str, target: bool) -> tuple[str, ...]:
     return tuple(name for hint, name in hints.items() if hint in slug)
 
 
-@lru_cache(maxsize=1 << 17)
 def _formula_kinds(text: str) -> tuple[bool, bool, bool]:
     """(multi-step formula, one-step formula, equation to solve) among the text's formulas."""
     formulas = _FORMULA.findall(text)
@@ -375,45 +571,68 @@ def _formula_kinds(text: str) -> tuple[bool, bool, bool]:
     return multi_step, one_step, equation
 
 
+def _is_math_fact(text: str) -> bool:
+    """A single basic multiplication fact (the times tables) is retrieved, not worked out."""
+    formulas = _FORMULA.findall(text)
+    if len(formulas) != 1:
+        return False
+    return re.fullmatch(r"\s*\d\s*\\times\s*\d{1,2}\s*=?\s*", formulas[0]) is not None
+
+
 def classify_question(row: Mapping[str, Any], taxonomy: Taxonomy) -> tuple[list[str], list[str], str]:
     """TARGET (<= limit), CONTENT (<= limit) and the single highest THINKING level of one question."""
-    ev = evidence_of(row)
-    question = _plain(ev.text)
-    options = _plain(ev.options)
-    subject = str(row.get("subject") or "")
-    word_count = len(question.split())
+    choices = row.get("choices")
+    num = row.get("num_choices")
+    if num is None:
+        num = len(choices) if choices is not None else 0
+    pic_choice = bool(row.get("pic_choice"))
+    return _classify(
+        problem_facts(str(row.get("problem") or "")), options_facts(choices), skill_facts(row.get("skill")),
+        str(row.get("subject") or "") == "math", bool(row.get("pic_prob")), pic_choice, pic_choice and int(num) >= 2,
+        taxonomy,
+    )
 
-    # ---- TARGET ----
-    t_scores = _score(TARGET_CUES, question)
-    for name, s in _score(TARGET_CUES, options).items():
+
+def _classify(
+    problem: ProblemFacts,
+    options: OptionsFacts,
+    skill: SkillFacts,
+    math: bool,
+    pic_prob: bool,
+    pic_choice: bool,
+    several_pictured_options: bool,
+    taxonomy: Taxonomy,
+) -> tuple[list[str], list[str], str]:
+    # ---- TARGET ---- (float sums in this order: ties between scores decide the top three)
+    t_scores = dict(problem.target_scores)
+    for name, s in options.target_scores:
         t_scores[name] = t_scores.get(name, 0.0) + 0.5 * s
-    for name in _skill_hints(ev.skill_words, True):
+    for name in skill.target_hints:
         t_scores[name] = t_scores.get(name, 0.0) + 0.8
-    if ev.formulas:
+    if problem.formula or options.formula:
         t_scores["Symbol/Formula"] = t_scores.get("Symbol/Formula", 0.0) + 2.5
-    numbers_in_text = re.findall(r"(?<![\w.])\d+(?:[.,]\d+)?(?![\w:])", question)
-    if numbers_in_text or any(re.search(r"\d", f) for f in ev.formulas):
-        t_scores["Number/Quantity"] = t_scores.get("Number/Quantity", 0.0) + 0.6 * min(len(numbers_in_text) + 1, 3)
-    if options and all(re.fullmatch(r"\s*[\d.,:/¢$%]+\s*(?:\w+\s*){0,3}", o) for o in options.split("|")):
+    if problem.numbers or problem.digit_formula or options.digit_formula:
+        t_scores["Number/Quantity"] = t_scores.get("Number/Quantity", 0.0) + 0.6 * min(problem.numbers + 1, 3)
+    if options.numeric_for_target:
         t_scores["Number/Quantity"] = t_scores.get("Number/Quantity", 0.0) + 1.0
-    if word_count >= 25:
-        t_scores["Scenario"] = t_scores.get("Scenario", 0.0) + 1.0 + 0.5 * (word_count >= 40)
-    elif word_count < 14:
+    if problem.word_count >= 25:
+        t_scores["Scenario"] = t_scores.get("Scenario", 0.0) + 1.0 + 0.5 * (problem.word_count >= 40)
+    elif problem.word_count < 14:
         t_scores.pop("Scenario", None)
-    if subject == "math" and not t_scores:
+    if math and not t_scores:
         t_scores["Number/Quantity"] = 1.0
     t_order = taxonomy.sub_components("TARGET")
     target = _top(t_scores, t_order, taxonomy.limits["TARGET"], floor=1.0)
     if not target:
         target = [max(t_scores, key=lambda n: (t_scores[n], -t_order.index(n)))] if t_scores else ["Commonsense"]
 
-    # ---- CONTENT ----
-    c_scores = _score(CONTENT_CUES, question)  # the options rarely say what is asked
-    for name in _skill_hints(ev.skill_words, False):
+    # ---- CONTENT ---- (the options rarely say what is asked)
+    c_scores = dict(problem.content_scores)
+    for name in skill.content_hints:
         c_scores[name] = c_scores.get(name, 0.0) + 0.6
-    if options and all(re.fullmatch(r"\s*-?[\d.,:¢$%]+\s*(?:[a-z]+\s*){0,3}", o) for o in options.split("|")):
+    if options.numeric_for_content:
         c_scores["Quantity"] = c_scores.get("Quantity", 0.0) + 1.2
-    if ev.formulas and re.search(r"=\s*$", ev.formulas[0].strip()):
+    if problem.asks_formula_value if problem.formula else options.asks_formula_value:
         c_scores["Quantity"] = c_scores.get("Quantity", 0.0) + 1.5
     c_order = taxonomy.sub_components("CONTENT")
     content = _top(c_scores, c_order, taxonomy.limits["CONTENT"], floor=1.2)
@@ -422,81 +641,34 @@ def classify_question(row: Mapping[str, Any], taxonomy: Taxonomy) -> tuple[list[
 
     # ---- THINKING ----
     levels = ["Recall"]
-    lowered = question.lower()
-    multi_step_formula, one_step_formula, equation_to_solve = _formula_kinds(ev.text)
-    word_problem = len(numbers_in_text) >= 2 and re.search(r"\b(?:how many|how much|what is|what time)\b", lowered)
-
-    if GRASPING_STEMS.search(question):
+    if problem.grasping_stem:
         levels.append("Grasping")
-        ev.notes.append("grasping stem")
-    if ev.pic_choice and ev.num_choices >= 2:
+    if several_pictured_options:
         levels.append("Grasping")  # choosing one of several pictured candidates
-        ev.notes.append("several image options")
-    elif (
-        ev.pic_prob
-        and SELECT_AMONG_PICTURED.search(question)
-        and not SINGLE_THING_SHOWN.search(question)
-        and not RECALL_STEMS.search(question)
-    ):
+    elif pic_prob and problem.candidate_among_pictured:
         levels.append("Grasping")  # one candidate among several in the picture
-        ev.notes.append("candidate among several in the picture")
-    if one_step_formula or equation_to_solve:
+    if problem.formula_step or problem.reads_scale:
         levels.append("Grasping")
-    if READ_A_SCALE.search(ev.text):
-        levels.append("Grasping")
-        ev.notes.append("reads a scale")
-    if PREDICTION_STEM.search(question) or INFERRED_QUANTITY.search(question):
+    if problem.prediction or (skill.balance and problem.heavier_or_lighter) or problem.triangle_angle:
+        levels.append("Reasoning")  # a missing angle of a triangle; weight inferred from a balance
+    if problem.reasoning_stem or problem.multi_step_formula or problem.word_problem:
         levels.append("Reasoning")
-        ev.notes.append("prediction or inferred quantity")
-    if "balance" in ev.skill_words and re.search(r"\b(?:heavier|lighter)\b", lowered):
-        levels.append("Reasoning")
-        ev.notes.append("weight inferred from a balance")
-    if "\\triangle" in ev.text and "measure of" in lowered:
-        levels.append("Reasoning")
-        ev.notes.append("missing angle of a triangle")
-    if REASONING_STEMS.search(question):
-        levels.append("Reasoning")
-        ev.notes.append("reasoning stem")
-    if multi_step_formula:
-        levels.append("Reasoning")
-        ev.notes.append("multi-step formula")
-    if word_problem:
-        levels.append("Reasoning")
-        ev.notes.append("word problem over several numbers")
-    if (
-        RECALL_STEMS.search(question)
-        and not ev.pic_choice
-        and "Reasoning" not in levels
-        and not re.search(r"\b(?:most|least|farthest|fewest)\b", lowered)
-    ):
+    if problem.recall_stem and not pic_choice and "Reasoning" not in levels:
         levels = ["Recall"]
-        ev.notes.append("recall stem")
-    if _is_math_fact(ev):
-        levels = ["Recall"]
-        ev.notes.append("basic fact")
+    if problem.math_fact:
+        levels = ["Recall"]  # a basic fact
     thinking = highest_thinking(levels, taxonomy)
-    if (
-        "prediction or inferred quantity" in ev.notes
-        and "Causality" not in content
-        and len(content) < taxonomy.limits["CONTENT"]
-    ):
+    if problem.prediction and "Causality" not in content and len(content) < taxonomy.limits["CONTENT"]:
         content.append("Causality")  # a prediction asks for the consequence of a change
     return target, content, thinking
-
-
-def _is_math_fact(ev: QuestionEvidence) -> bool:
-    """A single basic multiplication fact (the times tables) is retrieved, not worked out."""
-    formulas = _FORMULA.findall(ev.text)
-    if len(formulas) != 1:
-        return False
-    return re.fullmatch(r"\s*\d\s*\\times\s*\d{1,2}\s*=?\s*", formulas[0]) is not None
 
 
 def tag_questions(questions: pl.DataFrame, taxonomy: Taxonomy, workers: int | None = None) -> pl.DataFrame:
     """Tag every question with the rules; returns a validated ``question_tags`` frame.
 
-    Large inputs are tagged in contiguous slices by ``workers`` processes (default: one per
-    CPU); the frame is the same whatever the count."""
+    Quiz texts are templated: the rules read each distinct problem text, option list and skill
+    once (by ``workers`` processes when there are many; default: one per CPU) and each distinct
+    combination of what they read once; the frame is the same whatever the count."""
     if taxonomy.sub_components("TARGET") != _STEM_TARGETS or taxonomy.sub_components("CONTENT") != _STEM_CONTENTS:
         raise TaggerError(f"the rule tagger is written for the 'stem' taxonomy, not {taxonomy.name!r}")
     missing = [c for c in REQUIRED_COLUMNS if c not in questions.columns]
@@ -506,42 +678,125 @@ def tag_questions(questions: pl.DataFrame, taxonomy: Taxonomy, workers: int | No
         return empty_tags()
     if questions["question_id"].null_count() or questions["question_id"].is_duplicated().any():
         raise TaggerError("questions need unique, non-null question_id")
-    total = questions.height
-    workers = worker_count(total, MIN_QUESTIONS_PER_WORKER, workers)
-    ranges = contiguous_ranges(total, workers)
-    with sharing({"cogme-questions": questions.to_arrow()}):  # workers get Arrow, not Polars
-        if workers == 1:
-            parts = [_tag_range(0, total, taxonomy)]
-        else:
-            with forked_pool(workers) as pool:
-                parts = list(pool.map(_tag_range, *zip(*ranges), [taxonomy] * len(ranges)))
-    tags = pl.from_arrow(pa.concat_tables(parts))
-    return validate_tags(tags, taxonomy) if tags.height else empty_tags()
+    has_choices = "choices" in questions.columns and questions.schema["choices"] != pl.Null
+    frame = questions.select(
+        *REQUIRED_COLUMNS,
+        pl.col("choices") if has_choices else pl.lit(None, pl.List(pl.String)).alias("choices"),
+    )
+    problems = frame["problem"].unique(maintain_order=True)
+    choice_lists = frame["choices"].unique(maintain_order=True)
+    skills = frame["skill"].unique(maintain_order=True)
+    problem_ids, problem_facts_by_id, option_ids, options_facts_by_id = _read_texts(problems, choice_lists, workers)
+    skill_ids, skill_facts_by_id = _interned([skill_facts(s) for s in skills.to_list()])
+    pic_choice = pl.col("pic_choice").cast(pl.Boolean).fill_null(False)
+    num_choices = pl.col("num_choices").cast(pl.Int64).fill_null(pl.col("choices").list.len()).fill_null(0)
+    keyed = (
+        frame.join(pl.DataFrame([problems, pl.Series("_problem", problem_ids, pl.UInt32)]),
+                   on="problem", how="left", nulls_equal=True)
+        .join(pl.DataFrame([choice_lists, pl.Series("_options", option_ids, pl.UInt32)]),
+              on="choices", how="left", nulls_equal=True)
+        .join(pl.DataFrame([skills, pl.Series("_skill", skill_ids, pl.UInt32)]),
+              on="skill", how="left", nulls_equal=True)
+        .select(
+            "question_id", "_problem", "_options", "_skill",
+            _math=pl.col("subject").cast(pl.String).fill_null("") == "math",
+            _pic_prob=pl.col("pic_prob").cast(pl.Boolean).fill_null(False),
+            _pic_choice=pic_choice,
+            _several=pic_choice & (num_choices >= 2),
+        )
+    )
+    key = ["_problem", "_options", "_skill", "_math", "_pic_prob", "_pic_choice", "_several"]
+    combinations = keyed.select(key).unique(maintain_order=True)
+    outcome_ids, outcomes = _interned([
+        _classify(problem_facts_by_id[p], options_facts_by_id[o], skill_facts_by_id[s], *flags, taxonomy)
+        for p, o, s, *flags in combinations.iter_rows()
+    ], key=lambda outcome: (tuple(outcome[0]), tuple(outcome[1]), outcome[2]))
+    per_question = keyed.join(
+        combinations.with_columns(pl.Series("_outcome", outcome_ids, pl.UInt32)), on=key, how="left"
+    ).select("question_id", "_outcome")
+    # each outcome is checked once, as the tags of its first question by id
+    first_question = per_question.group_by("_outcome").agg(pl.col("question_id").min()).sort("_outcome")
+    rows = []
+    for outcome, question_id in first_question.iter_rows():
+        rows += tag_rows(question_id, RULES_SOURCE, *outcomes[outcome], taxonomy)
+    checked = validate_tags(pl.DataFrame(rows, schema=TAG_SCHEMA), taxonomy).join(
+        first_question, on="question_id", how="left", maintain_order="left"
+    )
+    # rows in validate_tags' order: by question, then each outcome's rows in the taxonomy's order
+    return (
+        per_question.sort("question_id")
+        .join(checked.drop("question_id"), on="_outcome", how="left", maintain_order="left_right")
+        .select(list(TAG_SCHEMA))
+    )
 
 
-# Below this many questions per worker, forking workers costs more than it saves.
-MIN_QUESTIONS_PER_WORKER = 20_000
-# questions tagged at a time in one process: the Python objects of one batch are alive at once
+# Below this many distinct texts per worker, forking workers costs more than it saves.
+MIN_TEXTS_PER_WORKER = 20_000
+# distinct texts read at a time in one process: the Python objects of one batch are alive at once
 TAG_BATCH_ROWS = 20_000
 
 
-def _tag_range(start: int, length: int, taxonomy: Taxonomy) -> pa.Table:
-    """The rule tags of questions ``start`` .. ``start + length - 1``, as columns (may run in a
-    worker process)."""
-    questions = shared("cogme-questions").slice(start, length)
-    parts = []
-    for offset in range(0, max(length, 1), TAG_BATCH_ROWS):  # one batch's Python objects alive at a time
-        columns: dict[str, list] = {name: [] for name in TAG_SCHEMA}
-        for record in questions.slice(offset, TAG_BATCH_ROWS).to_pylist():
-            target, content, thinking = classify_question(record, taxonomy)
-            for row in tag_rows(record["question_id"], RULES_SOURCE, target, content, thinking, taxonomy):
-                for name in TAG_SCHEMA:
-                    columns[name].append(row[name])
-        parts.append(pa.Table.from_pydict({
-            name: pa.array(values, type=pa.string() if name != "weight" else pa.int64())
-            for name, values in columns.items()
-        }))
-    return pa.concat_tables(parts)
+def _interned(values: list, key=lambda value: value) -> tuple[list[int], list]:
+    """(the id of each value, the distinct values by id): equal values get one id."""
+    ids: dict = {}
+    distinct = []
+    out = []
+    for value in values:
+        k = key(value)
+        i = ids.get(k)
+        if i is None:
+            i = ids[k] = len(distinct)
+            distinct.append(value)
+        out.append(i)
+    return out, distinct
+
+
+def _read_texts(problems: pl.Series, choice_lists: pl.Series, workers: int | None) -> tuple[list, list, list, list]:
+    """The facts of each distinct problem text and option list, interned: (problem ids, problem
+    facts by id, option ids, options facts by id)."""
+    total = problems.len() + choice_lists.len()
+    workers = worker_count(total, MIN_TEXTS_PER_WORKER, workers)
+    problem_tasks = [("problems", start, length) for start, length in contiguous_ranges(problems.len(), workers)]
+    choice_tasks = [("choices", start, length) for start, length in contiguous_ranges(choice_lists.len(), workers)]
+    tasks = problem_tasks + choice_tasks
+    # workers get Arrow, not Polars
+    with sharing({"cogme-problems": problems.to_arrow(), "cogme-choices": choice_lists.to_arrow()}):
+        if workers == 1:
+            parts = [_facts_of_range(*task) for task in tasks]
+        else:
+            with forked_pool(workers) as pool:
+                parts = list(pool.map(_facts_of_range, *zip(*tasks)))
+    return (*_merged(parts[: len(problem_tasks)]), *_merged(parts[len(problem_tasks) :]))
+
+
+def _merged(parts: list[tuple[list[int], list]]) -> tuple[list[int], list]:
+    """One (ids, distinct values by id) from several, read in order."""
+    ids: list[int] = []
+    index: dict = {}
+    distinct: list = []
+    for local_ids, local_values in parts:
+        remap = []
+        for value in local_values:
+            if value not in index:
+                index[value] = len(distinct)
+                distinct.append(value)
+            remap.append(index[value])
+        ids += [remap[i] for i in local_ids]
+    return ids, distinct
+
+
+def _facts_of_range(kind: str, start: int, length: int) -> tuple[list[int], list]:
+    """The facts of distinct texts ``start`` .. ``start + length - 1`` of one kind, interned (may
+    run in a worker process: distinct facts are few, and only they and the ids are sent back)."""
+    values = shared(f"cogme-{kind}").slice(start, length)
+    facts = []
+    for offset in range(0, length, TAG_BATCH_ROWS):  # one batch's Python objects alive at a time
+        batch = values.slice(offset, TAG_BATCH_ROWS).to_pylist()
+        if kind == "problems":
+            facts += [problem_facts(str(p or "")) for p in batch]
+        else:
+            facts += [options_facts(c) for c in batch]
+    return _interned(facts)
 
 
 _STEM_TARGETS = (
