@@ -27,11 +27,13 @@ ROW_GROUP_SIZE = 128 * 1024
 COMPRESSION = "zstd"
 
 
-def write_table(table: pa.Table | pl.DataFrame, path: Path | str, *, dictionary: bool = True) -> Path:
+def write_table(table: pa.Table | pl.DataFrame, path: Path | str, *, dictionary: bool = True,
+                compression: str = COMPRESSION) -> Path:
     """Atomically write ``table`` as Parquet at ``path``.
 
     ``dictionary=False`` turns dictionary encoding off: for tables of unique keys and hashes
-    (row-reuse state), where it costs most of the write and saves nothing.
+    (row-reuse state), where it costs most of the write and saves nothing. ``compression="lz4"``:
+    for state rewritten on every build, where zstd's smaller file costs twice the CPU.
 
     On failure (e.g. a full disk) the temporary file is removed, ``path`` keeps its previous
     content and a one-line ``StorageError`` says why.
@@ -43,7 +45,7 @@ def write_table(table: pa.Table | pl.DataFrame, path: Path | str, *, dictionary:
         pq.write_table(
             table,
             tmp,
-            compression=COMPRESSION,
+            compression=compression,
             row_group_size=ROW_GROUP_SIZE,
             write_statistics=False,  # no reader of the lake uses them; they cost a fifth of the write
             store_schema=True,

@@ -123,7 +123,9 @@ def _publish(home: DataHome, sql_digests: dict[str, str]) -> dict:
     try:
         if not full_because:
             shutil.copyfile(target, tmp)
-        con = duckdb.connect(str(tmp))
+        # one thread: parallel inserts cost twice the CPU and write a file twice the size (each
+        # thread compresses its own row groups), which every later copy and checksum reads again
+        con = duckdb.connect(str(tmp), config={"threads": 1})
         try:
             for table in WAREHOUSE_TABLES:
                 files = table_files(home, table)

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import polars as pl
 
 from pipelines.store.atomic import atomic_write_text
@@ -44,10 +45,9 @@ from pipelines.store.lake import write_table
 from pipelines.store.memo import describe_file, file_identity
 from pipelines.store.row_reuse import DIGEST_COLUMNS, reuse_enabled, row_digests, state_dir
 
-STATE_FORMAT = 3  # 3: a key's digest over several rows is their sum
+STATE_FORMAT = 4  # 3: a key's digest over several rows is their sum; 4: no key hash column
 GROWTH_LIMIT = 1.25
 GROWTH_SLACK = 16 << 20  # bytes: a small file grows by whole blocks
-KEY_HASH = "key_hash"
 # keys of the tables large enough to update in place: rows with one key change together
 TABLE_KEYS: dict[str, tuple[str, ...]] = {
     "raw_questions": ("source", "source_key"),
@@ -148,11 +148,11 @@ def apply_table(plan: UpdatePlan, con: duckdb.DuckDBPyConnection, table: str, fi
         plan.rows_written[table] = 0
         return True
     key = TABLE_KEYS.get(table)
-    new_rows = None
+    new_rows = row_keys = None
     if key and files:
         frame = _read(files)
         if frame is not None and set(key) <= set(frame.columns):
-            new_rows = group_digests(frame, list(key))
+            new_rows, row_keys = _key_digests(frame, list(key))
             entry["rows"], entry["_rows_frame"] = True, new_rows
     plan.figures[table] = "created" if previous is None else "replaced"
     if previous is None or new_rows is None or not previous.get("rows") or not rows_path(plan.home, table).exists():
@@ -162,21 +162,25 @@ def apply_table(plan: UpdatePlan, con: duckdb.DuckDBPyConnection, table: str, fi
     if _describe(con, f'"{table}"') != _describe(con, f"SELECT * FROM {source}", paths):
         return False
     try:
-        old_rows = pl.read_parquet(rows_path(plan.home, table)).cast(new_rows.schema)
+        old_rows = pl.read_parquet(rows_path(plan.home, table), columns=[*key, *DIGEST_COLUMNS]).cast(
+            {k: new_rows.schema[k] for k in (*key, *DIGEST_COLUMNS)})
     except (OSError, pl.exceptions.PolarsError):
         return False
-    same = [KEY_HASH, *DIGEST_COLUMNS]  # numbers: a fast join; the key columns come along
-    gone = old_rows.join(new_rows, on=same, how="anti").select(key)
-    fresh = new_rows.join(old_rows, on=same, how="anti").select(key)
+    gone = old_rows.filter(~_published_in(old_rows, new_rows)).select(key)
+    fresh_mask = ~_published_in(new_rows, old_rows)
     on = " AND ".join(f't."{k}" IS NOT DISTINCT FROM c."{k}"' for k in key)
     deleted = inserted = 0
     if gone.height:
         con.register("_gone_keys", gone.to_arrow())
         deleted = con.execute(f'DELETE FROM "{table}" t USING _gone_keys c WHERE {on}').fetchone()[0]
         con.unregister("_gone_keys")
-    if fresh.height:
+    if fresh_mask.any():
         # the rows of new and changed keys from the frame read above (the same files), not a second scan
-        con.register("_new_rows", frame.join(fresh, on=key, how="semi", nulls_equal=True).to_arrow())
+        if row_keys is not None:
+            changed = frame.filter(pl.Series(fresh_mask.to_numpy()[row_keys]))
+        else:
+            changed = frame.join(new_rows.filter(fresh_mask).select(key), on=key, how="semi", nulls_equal=True)
+        con.register("_new_rows", changed.to_arrow())
         inserted = con.execute(f'INSERT INTO "{table}" BY NAME SELECT * FROM _new_rows').fetchone()[0]
         con.unregister("_new_rows")
     plan.figures[table] = f"updated: {deleted} rows out, {inserted} in"
@@ -184,17 +188,69 @@ def apply_table(plan: UpdatePlan, con: duckdb.DuckDBPyConnection, table: str, fi
     return True
 
 
+def _published_in(rows: pl.DataFrame, other: pl.DataFrame) -> pl.Series:
+    """Per key of ``rows``: True when ``other`` has its digest. Each 64-bit half is looked up on its
+    own (two hash sets of numbers, not a join): a changed key passes only if its first half equals
+    one key's of ``other`` and its second half one key's, chance about (keys / 2**64) ** 2."""
+    return rows.select(
+        pl.col(DIGEST_COLUMNS[0]).is_in(other[DIGEST_COLUMNS[0]].implode())
+        & pl.col(DIGEST_COLUMNS[1]).is_in(other[DIGEST_COLUMNS[1]].implode())
+    ).to_series()
+
+
 def group_digests(frame: pl.DataFrame, key: list[str]) -> pl.DataFrame:
-    """Per distinct ``key``: the key, its hash and a 128-bit digest of all its rows (keys
-    included, whatever their order), so equal digests mean equal rows."""
-    digests = row_digests(frame, key, frame.columns).with_columns(pl.struct(key).hash(0).alias(KEY_HASH))
-    if digests[KEY_HASH].n_unique() == digests.height:
-        return digests
-    # several rows per key (tags, options of a question): one digest per key, the sum modulo 2**64 of
-    # its rows' digests: the same whatever the rows' order, each row counted as often as it occurs
-    # (a key with one row keeps that row's digest, as in a table where keys are unique)
-    grouped = digests.group_by(KEY_HASH, *key).agg(pl.col(c).sum() for c in DIGEST_COLUMNS)
-    return grouped.select(*key, *DIGEST_COLUMNS, KEY_HASH).sort(KEY_HASH)
+    """Per distinct ``key``: the key and a 128-bit digest of all its rows (keys included, whatever
+    their order), so equal digests mean equal rows."""
+    return _key_digests(frame, key)[0]
+
+
+def _key_digests(frame: pl.DataFrame, key: list[str]) -> tuple[pl.DataFrame, np.ndarray | None]:
+    """``group_digests``, and for each row of ``frame`` the index of its key's row in it (None when
+    the rows of a key are not next to each other in ``frame``).
+
+    Several rows per key (tags, options of a question): one digest per key, the sum modulo 2**64 of
+    its rows' digests: the same whatever the rows' order, each row counted as often as it occurs (a
+    key with one row keeps that row's digest, as in a table where keys are unique). Lake tables are
+    sorted by their key, so a key's rows are one run and the sums are differences of running sums;
+    other tables are grouped."""
+    digests = row_digests(frame, key, frame.columns)
+    if frame.height == 0:
+        return digests, np.zeros(0, dtype=np.int64)
+    last_of_run = frame.select(
+        pl.any_horizontal(pl.col(k).ne_missing(pl.col(k).shift(-1)) for k in key)
+    ).to_series().to_numpy(writable=True)
+    last_of_run[-1] = True
+    run_ends = np.flatnonzero(last_of_run)
+    ends = digests if len(run_ends) == frame.height else digests.filter(pl.Series(last_of_run))
+    if _strictly_increasing(ends.select(key)):  # so no key has a second run
+        if len(run_ends) < frame.height:
+            ends = ends.with_columns(pl.Series(c, _run_sums(digests[c].to_numpy(), run_ends)) for c in DIGEST_COLUMNS)
+        lengths = np.diff(run_ends, prepend=-1)
+        return ends, np.repeat(np.arange(len(run_ends)), lengths)
+    # in the order keys first occur: the state file's bytes are the same on every run
+    return digests.group_by(key, maintain_order=True).agg(pl.col(c).sum() for c in DIGEST_COLUMNS), None
+
+
+def _strictly_increasing(keys: pl.DataFrame) -> bool:
+    """Whether each row's key comes after the previous row's (columns compared in turn; a null
+    key is never in order)."""
+    if keys.height < 2:
+        return True
+    after = None
+    for k in reversed(keys.columns):
+        greater = pl.col(k) > pl.col(k).shift(1)
+        after = greater if after is None else greater | ((pl.col(k) == pl.col(k).shift(1)) & after)
+    try:
+        return bool(keys.select(after.slice(1).fill_null(False).all()).item())
+    except pl.exceptions.PolarsError:  # a key type without an order
+        return False
+
+
+def _run_sums(values: np.ndarray, run_ends: np.ndarray) -> np.ndarray:
+    """The sum modulo 2**64 of each run of ``values`` (runs ending at ``run_ends``)."""
+    totals = np.cumsum(values, dtype=np.uint64)[run_ends]  # unsigned: wraps modulo 2**64
+    totals[1:] -= totals[:-1].copy()
+    return totals
 
 
 def _read(files: list[Path]) -> pl.DataFrame | None:
@@ -211,7 +267,7 @@ def save_state(plan: UpdatePlan) -> None:
         frame = entry.pop("_rows_frame", None)
         kept = entry.pop("_rows_kept", False)
         if frame is not None:
-            write_table(frame, rows_path(plan.home, table), dictionary=False)
+            write_table(frame, rows_path(plan.home, table), dictionary=False, compression="lz4")
         elif not kept:
             entry.pop("rows", None)
             rows_path(plan.home, table).unlink(missing_ok=True)

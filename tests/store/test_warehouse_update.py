@@ -5,6 +5,7 @@ trust."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import duckdb
 import polars as pl
@@ -160,3 +161,109 @@ def test_a_key_that_lost_one_of_two_equal_rows_is_updated(home, tmp_path):
     result = publish_warehouse(home)
     assert result.figures["tables_updated"]["questions"] == "updated: 3 rows out, 2 in"
     assert contents(home) == fresh_contents(tmp_path, once)
+
+
+def options(ids: list[int], edited: set[int] = frozenset()) -> pl.DataFrame:
+    """Three options per question, sorted by question as the lake writes them."""
+    return pl.DataFrame({
+        "question_id": [f"q{i:05d}" for i in ids for _ in range(3)],
+        "position": [p for _ in ids for p in range(3)],
+        "text": [f"o{i}.{p}{' edited' if i in edited and p == 1 else ''}" for i in ids for p in range(3)],
+        "image_hash": [None] * (3 * len(ids)), "original_position": [2 - p for _ in ids for p in range(3)],
+    }, schema_overrides={"image_hash": pl.String})
+
+
+def test_options_of_changed_questions_are_updated_and_equal_a_fresh_publish(home, tmp_path):
+    write_table(options(list(range(3000))), home.lake_path("choices"))
+    publish_warehouse(home)
+    changed = options([i for i in range(3004) if i not in (10, 11)], edited={5, 2999})
+    write_table(changed, home.lake_path("choices"))
+    result = publish_warehouse(home)
+    assert "reuse_refused" not in result.figures
+    # questions 5 and 2999 edited, 10 and 11 gone, 3000..3003 new: whole questions go out and come in
+    assert result.figures["tables_updated"]["choices"] == "updated: 12 rows out, 18 in"
+    fresh = DataHome(tmp_path / "fresh-options")
+    write_lake(fresh, questions(3000))
+    write_table(changed, fresh.lake_path("choices"))
+    publish_warehouse(fresh)
+    assert contents(home) == contents(fresh)
+
+
+def test_sorted_and_unsorted_rows_give_the_same_key_digests():
+    rows = pl.concat([options(list(range(50)), edited={7}), options([50]).head(2)])
+    sorted_digests, row_keys = warehouse_update._key_digests(rows, ["question_id"])
+    assert row_keys is not None  # sorted by key: sums over runs
+    assert sorted_digests["question_id"].to_list()[row_keys[150]] == "q00050"
+    shuffled = rows.sample(fraction=1.0, shuffle=True, seed=3)
+    grouped, none = warehouse_update._key_digests(shuffled, ["question_id"])
+    assert none is None  # a key's rows apart: grouped
+    assert sorted_digests.sort("question_id").equals(grouped.sort("question_id"))
+    many = options(list(range(40000))).sample(fraction=1.0, shuffle=True, seed=4)
+    assert warehouse_update.group_digests(many, ["question_id"]).equals(
+        warehouse_update.group_digests(many, ["question_id"]))  # the same rows in the same order each time
+
+
+def test_keys_of_several_columns_with_nulls_are_digested_and_updated(tmp_path):
+    def quarantine(reasons: dict) -> pl.DataFrame:
+        keys = [("s", f"k{i}") for i in range(400)] + [("s", None), (None, "k1")]
+        return pl.DataFrame({"source": [k[0] for k in keys], "source_key": [k[1] for k in keys],
+                             "stage": ["filter"] * len(keys),
+                             "reason": [reasons.get(k, "empty") for k in keys]})
+
+    home = DataHome(tmp_path / "home")
+    write_lake(home, questions(10))
+    write_table(quarantine({}), home.lake_path("quarantine/filter"))
+    publish_warehouse(home)
+    changed = quarantine({("s", None): "too long", ("s", "k7"): "too long"})
+    assert warehouse_update._key_digests(changed, ["source", "source_key"])[1] is None  # nulls: grouped
+    write_table(changed, home.lake_path("quarantine/filter"))
+    result = publish_warehouse(home)
+    assert result.figures["tables_updated"]["quarantine"] == "updated: 2 rows out, 2 in"
+    fresh = DataHome(tmp_path / "fresh-quarantine")
+    write_lake(fresh, questions(10))
+    write_table(changed, fresh.lake_path("quarantine/filter"))
+    publish_warehouse(fresh)
+    assert contents(home) == contents(fresh)
+
+
+def _publish_and_die_at(root: str, step: str) -> None:
+    """Publish in a child process that is killed (no clean-up runs) at ``step``."""
+    import os
+    from pipelines.store import warehouse
+
+    def die(*args, **kwargs):
+        os._exit(9)
+
+    if step == "rename":  # the new file complete, not yet renamed into place
+        warehouse.replace_recording_checksum = die
+    else:  # renamed into place, its state not yet saved
+        warehouse.save_update_state = die
+    publish_warehouse(DataHome(Path(root)))
+
+
+@pytest.mark.parametrize("step", ["rename", "state"])
+def test_a_publish_killed_midway_leaves_a_warehouse_readers_can_trust(home, tmp_path, step):
+    import multiprocessing as mp
+
+    from pipelines.store.checksums import recorded_checksum, sha256_file
+
+    before = contents(home)
+    changed = questions(3000, edited={5, 6}, gone={9})
+    write_lake(home, changed)
+    child = mp.get_context("spawn").Process(target=_publish_and_die_at, args=(str(home.root), step))
+    child.start()
+    child.join(120)
+    assert child.exitcode == 9
+    assert recorded_checksum(home.warehouse) == sha256_file(home.warehouse)  # the sidecar matches the file
+    if step == "rename":
+        assert contents(home) == before  # the previous warehouse, whole
+    else:
+        assert contents(home) == fresh_contents(tmp_path, changed)  # the new one, whole
+    result = publish_warehouse(home)
+    if step == "rename":
+        assert "reuse_refused" not in result.figures  # the published file is still the one the state names
+    else:
+        assert result.figures["reuse_refused"] == "the published warehouse is not the one last published here"
+    assert contents(home) == fresh_contents(tmp_path, changed)
+    assert recorded_checksum(home.warehouse) == sha256_file(home.warehouse)
+    assert not [p for p in home.root.iterdir() if p.name.endswith(".tmp")]
