@@ -600,8 +600,24 @@ def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: 
         return evidence
 
     def confirm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return np.fromiter((near_pair(x, y) is not None for x, y in zip(a.tolist(), b.tolist())), dtype=bool,
-                           count=len(a))
+        """``near_pair(x, y) is not None`` per pair: problem images judged in one batch, then the
+        option pictures of the pairs that have them."""
+        ra, rb = reps[a].tolist(), reps[b].tolist()
+        ok = matcher.near_many([q.problem_image[r] for r in ra], [q.problem_image[r] for r in rb])
+        options = q.image_options
+        pictured = [k for k in np.flatnonzero(ok).tolist() if ra[k] in options]
+        firsts, seconds = [], []
+        for k in pictured:  # option pictures the options' matching may compare: those not in both
+            x, y = options[ra[k]], options[rb[k]]
+            if x != y:
+                only_y = set(y) - set(x)
+                for u in set(x) - set(y):
+                    firsts.extend(u for _ in only_y)
+                    seconds.extend(only_y)
+        matcher.judge(firsts, seconds)
+        for k in pictured:
+            ok[k] = matcher.options(options[ra[k]], options[rb[k]]) is not None
+        return ok
 
     # the graph's edges are confirmed near pairs: a component is what the greedy pass reads
     update, nodes = _graph_update(candidates, ids, q.attributes[reps], previous, confirm)
@@ -613,36 +629,37 @@ def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: 
         neighbours.setdefault(x, []).append(y)
         neighbours.setdefault(y, []).append(x)
     assigned: set[int] = set()
-    head_of_rep: dict[int, int] = {}
-    evidence_of_rep: dict[int, str] = {}
-    conflicts: dict[int, tuple[int, str]] = {}
-    # reps is sorted by rank, so local index order is preference order
+    taken: list[tuple[int, int]] = []
+    # reps is sorted by rank, so local index order is preference order; every edge is a near pair
     for x in sorted(neighbours):
         if x in assigned:
             continue
         assigned.add(x)
-        rx = int(reps[x])
         for y in sorted(neighbours[x]):
             if y in assigned or y < x:
                 continue
-            ry = int(reps[y])
-            evidence = near_pair(x, y)
-            if evidence is None:
-                continue
             assigned.add(y)
-            image_answers = rx in q.image_options
-            if not _answers_agree(q.answer_canonical[rx], q.answer_canonical[ry], image_answers, matcher):
-                conflicts[ry] = (
-                    rx,
-                    json.dumps(
-                        {"kept_question_id": q.question_id[rx], "answer": q.answer_canonical[ry],
-                         "kept_answer": q.answer_canonical[rx], **evidence},
-                        ensure_ascii=False, sort_keys=True,
-                    ),
-                )
-                continue
-            head_of_rep[ry] = rx
-            evidence_of_rep[ry] = json.dumps(evidence, sort_keys=True)
+            taken.append((x, y))
+    matcher.judge([q.problem_image[int(reps[x])] for x, _ in taken], [q.problem_image[int(reps[y])] for _, y in taken])
+    head_of_rep: dict[int, int] = {}
+    evidence_of_rep: dict[int, str] = {}
+    conflicts: dict[int, tuple[int, str]] = {}
+    for x, y in taken:
+        rx, ry = int(reps[x]), int(reps[y])
+        evidence = near_pair(x, y)
+        image_answers = rx in q.image_options
+        if not _answers_agree(q.answer_canonical[rx], q.answer_canonical[ry], image_answers, matcher):
+            conflicts[ry] = (
+                rx,
+                json.dumps(
+                    {"kept_question_id": q.question_id[rx], "answer": q.answer_canonical[ry],
+                     "kept_answer": q.answer_canonical[rx], **evidence},
+                    ensure_ascii=False, sort_keys=True,
+                ),
+            )
+            continue
+        head_of_rep[ry] = rx
+        evidence_of_rep[ry] = json.dumps(evidence, sort_keys=True)
 
     # components no change touched: their previous results
     local_of_id = dict(zip(ids.tolist(), range(m)))
@@ -810,8 +827,9 @@ def family_groups(
         descriptors are compared once per two distinct images, however many edges share them."""
         ok = pictured_answer[a] == pictured_answer[b]
         agree = (answer_code[a] == answer_code[b]) | (answer_code[a] == 0) | (answer_code[b] == 0)
-        for k in np.flatnonzero(ok & ~agree & pictured_answer[a]).tolist():  # answer pictures may be near-equal
-            agree[k] = matcher.near(answers[int(a[k])], answers[int(b[k])])
+        pictures = np.flatnonzero(ok & ~agree & pictured_answer[a])  # answer pictures may be near-equal
+        agree[pictures] = matcher.near_many([answers[i] for i in a[pictures].tolist()],
+                                            [answers[i] for i in b[pictures].tolist()])
         ok &= agree
         edge = np.flatnonzero(ok)
         if not len(edge):
@@ -819,8 +837,8 @@ def family_groups(
         lo = np.minimum(image_code[a[edge]], image_code[b[edge]])
         hi = np.maximum(image_code[a[edge]], image_code[b[edge]])
         pairs, first_edge, inverse = np.unique(lo * np.int64(m + 1) + hi, return_index=True, return_inverse=True)
-        near = np.fromiter((matcher.near(images_list[int(a[edge[k]])], images_list[int(b[edge[k]])])
-                            for k in first_edge.tolist()), dtype=bool, count=len(pairs))
+        near = matcher.near_many([images_list[i] for i in a[edge[first_edge]].tolist()],
+                                 [images_list[i] for i in b[edge[first_edge]].tolist()])
         ok[edge] = near[inverse.reshape(-1)]
         return ok
 

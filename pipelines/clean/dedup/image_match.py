@@ -72,6 +72,10 @@ def _bilinear(n_out: int, n_in: int) -> np.ndarray:
 
 
 _UP = _bilinear(_FINE, CONTENT_SIDE)
+# the same weights as integers: the compiled batch sums upsampled pixels exactly in integers
+_UP_SCALE = 4
+_UP_SCALED = np.rint(_UP * _UP_SCALE).astype(np.int32)
+assert np.array_equal(_UP_SCALED / _UP_SCALE, _UP), "bilinear weights are not multiples of 1/_UP_SCALE"
 
 
 def aligned_distance(a: np.ndarray, b: np.ndarray) -> float:
@@ -105,14 +109,21 @@ class ImageIndex:
         self.phash[:-1] = frame["phash"].fill_null(int(NO_HASH)).to_numpy()
         self.has_phash[:-1] = frame["phash"].is_not_null().to_numpy()
         self.thumbnail: dict[int, bytes] = {}
+        self.thumbnails = np.zeros((n, THUMB_BYTES), dtype=np.uint8)  # the same, as rows (compiled rule)
+        self.has_thumbnail = np.zeros(n, dtype=bool)
         for name, thumb in (thumbnail_of or {}).items():
             if name in self.row_of and thumb is not None and len(thumb) == THUMB_BYTES:
-                self.thumbnail[self.row_of[name]] = thumb
+                i = self.row_of[name]
+                self.thumbnail[i] = thumb
+                self.thumbnails[i] = np.frombuffer(thumb, dtype=np.uint8)
+                self.has_thumbnail[i] = True
         self.has_content = np.zeros(n, dtype=bool)
         self.content_phash = np.full(n, NO_HASH, dtype=np.uint64)
         self.box = np.zeros((n, 4), dtype=np.int64)
         self._content_thumbnail: dict[int, bytes] = {}
+        self.content_thumbnails = np.zeros((n, CONTENT_SIDE, CONTENT_SIDE, 3), dtype=np.uint8)
         self._colours: dict[int, np.ndarray] = {}
+        self.colour_bins = np.zeros((n, COLOUR_BINS), dtype=np.uint8)
         for name, (content_phash, thumb, box, colours) in (content or {}).items():
             if content_phash is None or thumb is None or box is None or colours is None:
                 continue
@@ -123,7 +134,9 @@ class ImageIndex:
             self.content_phash[i] = np.uint64(int(content_phash))
             self.box[i] = np.asarray(box, dtype=np.int64)
             self._content_thumbnail[i] = thumb
-            self._colours[i] = np.frombuffer(colours, dtype=np.uint8).astype(np.float64) / 255.0
+            self.content_thumbnails[i] = np.frombuffer(thumb, dtype=np.uint8).reshape(CONTENT_SIDE, CONTENT_SIDE, 3)
+            self.colour_bins[i] = np.frombuffer(colours, dtype=np.uint8)
+            self._colours[i] = self.colour_bins[i].astype(np.float64) / 255.0
         self._fine: dict[int, np.ndarray] = {}
         # per row, a digest of everything the rule reads (0: the row that describes nothing)
         self.descriptor_digest = np.zeros(n, dtype=np.uint64)
@@ -166,12 +179,12 @@ class ImageIndex:
         )
 
     def fine_thumbnail(self, row: int) -> np.ndarray:
+        """The (32, 32, 3) upsampled content thumbnail the aligned distance compares."""
         cached = self._fine.get(row)
         if cached is None:
-            thumb = np.frombuffer(self._content_thumbnail[row], dtype=np.uint8).reshape(CONTENT_SIDE, CONTENT_SIDE, 3)
-            channels = thumb.astype(np.float64).transpose(2, 0, 1)
-            cached = np.ascontiguousarray((_UP @ channels @ _UP.T).transpose(1, 2, 0))
-            self._fine[row] = cached
+            from pipelines.clean.dedup.pair_kernel import upsample  # numba: loaded on first use
+
+            cached = self._fine[row] = upsample(self.content_thumbnails[row], _UP)
         return cached
 
     def colour_distance(self, a: int, b: int) -> float:
@@ -198,6 +211,65 @@ class ImageMatcher:
         except KeyError:
             found = self._known[a, b] = self._distance(a, b)
         return None if found is None else dict(found)
+
+    def judge(self, a: list[str | None], b: list[str | None]) -> None:
+        """Judge many pairs of image names at once, in compiled code: ``distance`` and ``near``
+        then find them known. Same verdicts and evidence as judging them one by one."""
+        known = self._known
+        todo = list(dict.fromkeys(
+            key for key in ((x, y) if x < y else (y, x) for x, y in zip(a, b) if x is not None and y is not None
+                            and x != y) if key not in known))
+        if todo:
+            self._judge_new(todo)
+
+    def _judge_new(self, pairs: list[tuple[str, str]]) -> None:
+        from pipelines.clean.dedup import pair_kernel as kernel
+
+        ra = self.index.rows([x for x, _ in pairs])
+        rb = self.index.rows([y for _, y in pairs])
+        _, (outcome, bound, hamming, colour, grey, box, chamming, rescanned, recropped), aligned = \
+            self._judged(ra, rb)
+        self._known.update(dict.fromkeys(pairs))
+        for k in np.flatnonzero(outcome != kernel.NOT_NEAR).tolist():
+            self._known[pairs[k]] = _evidence(
+                int(outcome[k]), float(bound[k]), int(hamming[k]), float(colour[k]), float(grey[k]), int(box[k]),
+                int(chamming[k]), bool(rescanned[k]), bool(recropped[k]), float(aligned[k]), self.rule, kernel)
+
+    def near_many(self, a: list[str | None], b: list[str | None]) -> np.ndarray:
+        """``near(a[k], b[k])`` per pair, judged together in compiled code (nothing is cached)."""
+        if not len(a):
+            return np.zeros(0, dtype=bool)
+        index = self.index
+        same = (pl.Series(a, dtype=pl.String).eq_missing(pl.Series(b, dtype=pl.String))).to_numpy()
+        ra, rb = index.rows(a), index.rows(b)
+        lo, hi = np.minimum(ra, rb), np.maximum(ra, rb)  # rows are in name order: the pair's one order
+        todo = np.flatnonzero(~same & (lo >= 0))
+        verdict = same.copy()
+        pairs, inverse = np.unique(lo[todo] * np.int64(len(index.phash)) + hi[todo], return_inverse=True)
+        near = self._judged(pairs // len(index.phash), pairs % len(index.phash))[0]
+        verdict[todo] = near[inverse.reshape(-1)]
+        return verdict
+
+    def _judged(self, ra: np.ndarray, rb: np.ndarray):
+        """(near, the figures of ``judge_pairs``, aligned distances) for index rows ``ra[k] < rb[k]``."""
+        index, rule = self.index, self.rule
+        from pipelines.clean.dedup import pair_kernel as kernel  # numba: loaded on first use
+
+        figures = kernel.judge_pairs(
+            ra, rb, index.phash, index.has_phash, index.has_content, index.content_phash, index.box,
+            index.colour_bins, index.thumbnails, index.has_thumbnail, rule.image_hamming,
+            rule.thumbnail_tolerance, rule.rescan_hamming, rule.rescan_tolerance, rule.content_hamming,
+            rule.content_tolerance, rule.box_tolerance, rule.colour_tolerance, SAME_BOX)
+        outcome, bound = figures[0], figures[1]
+        aligned = np.full(len(ra), np.nan)
+        pending = np.flatnonzero(outcome >= kernel.SAME_LAYOUT_ALIGNED)
+        pending = pending[np.lexsort((rb[pending], ra[pending]))]  # a first image's pairs in a row
+        taps, tap_weights = kernel.upsampling_taps(_UP_SCALED)
+        aligned[pending] = kernel.aligned_distances(index.content_thumbnails, taps, tap_weights, _UP_SCALE,
+                                                    ra[pending], rb[pending], bound[pending], _SHIFT)
+        # a MOVED_ALIGNED pair's bound is the largest tolerance of the rules that apply to it
+        near = (outcome == kernel.RE_ENCODED) | ((outcome >= kernel.SAME_LAYOUT_ALIGNED) & (aligned <= bound))
+        return near, figures, aligned
 
     def _distance(self, a: str, b: str) -> dict | None:
         index, rule = self.index, self.rule
@@ -249,6 +321,7 @@ class ImageMatcher:
     def near(self, a: str, b: str) -> bool:
         return self.distance(a, b) is not None
 
+
     def options(self, a: tuple[str, ...], b: tuple[str, ...]) -> dict | None:
         """Evidence of a one-to-one near-equal matching of two image option multisets (greedy by
         Hamming distance, options are few), or None when there is none."""
@@ -274,3 +347,25 @@ class ImageMatcher:
         if not kinds:
             return {"options": "equal"}
         return {"options": "near", "options_image": sorted(set(kinds)), "options_hamming": worst}
+
+
+def _evidence(outcome, bound, hamming, colour, grey, box, content_hamming, rescanned, recropped, aligned, rule,
+              kernel) -> dict | None:
+    """The evidence ``ImageMatcher._distance`` gives, from ``judge_pairs``'s figures."""
+    if outcome == kernel.NOT_NEAR:
+        return None
+    evidence = {"hamming": hamming} if colour != colour else {"hamming": hamming, "colour": round(colour, 3)}
+    if outcome == kernel.RE_ENCODED or outcome == kernel.SAME_LAYOUT_ALIGNED:
+        if grey == grey:
+            evidence["thumbnail"] = round(grey, 2)
+        if outcome == kernel.RE_ENCODED:
+            return {"image": "re-encoded", **evidence}
+        if aligned <= bound:
+            return {"image": "re-encoded", **evidence, "aligned": round(aligned, 2)}
+        return None
+    evidence.update(content_hamming=content_hamming, box=box, aligned=round(aligned, 2))
+    if rescanned and aligned <= (rule.content_tolerance if box <= SAME_BOX else rule.rescan_tolerance):
+        return {"image": "re-scanned", **evidence}
+    if recropped and aligned <= rule.content_tolerance:
+        return {"image": "re-cropped", **evidence}
+    return None

@@ -281,3 +281,237 @@ def aligned_distance(a, b, shift):
             if total <= limit:
                 best = min(best, total / cells)
     return best
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _pairwise_abs_difference(x, y, i, j):
+    """``np.abs(x[i] / 255 - y[j] / 255).sum()`` of two uint8 rows, summed as NumPy's pairwise
+    sum does (eight partial sums), so the value is NumPy's to the last bit."""
+    n = x.shape[1]
+    if n < 8:
+        total = 0.0
+        for k in range(n):
+            total += abs(x[i, k] / 255.0 - y[j, k] / 255.0)
+        return total
+    r0 = abs(x[i, 0] / 255.0 - y[j, 0] / 255.0)
+    r1 = abs(x[i, 1] / 255.0 - y[j, 1] / 255.0)
+    r2 = abs(x[i, 2] / 255.0 - y[j, 2] / 255.0)
+    r3 = abs(x[i, 3] / 255.0 - y[j, 3] / 255.0)
+    r4 = abs(x[i, 4] / 255.0 - y[j, 4] / 255.0)
+    r5 = abs(x[i, 5] / 255.0 - y[j, 5] / 255.0)
+    r6 = abs(x[i, 6] / 255.0 - y[j, 6] / 255.0)
+    r7 = abs(x[i, 7] / 255.0 - y[j, 7] / 255.0)
+    k = 8
+    while k < n - (n % 8):
+        r0 += abs(x[i, k] / 255.0 - y[j, k] / 255.0)
+        r1 += abs(x[i, k + 1] / 255.0 - y[j, k + 1] / 255.0)
+        r2 += abs(x[i, k + 2] / 255.0 - y[j, k + 2] / 255.0)
+        r3 += abs(x[i, k + 3] / 255.0 - y[j, k + 3] / 255.0)
+        r4 += abs(x[i, k + 4] / 255.0 - y[j, k + 4] / 255.0)
+        r5 += abs(x[i, k + 5] / 255.0 - y[j, k + 5] / 255.0)
+        r6 += abs(x[i, k + 6] / 255.0 - y[j, k + 6] / 255.0)
+        r7 += abs(x[i, k + 7] / 255.0 - y[j, k + 7] / 255.0)
+        k += 8
+    total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while k < n:
+        total += abs(x[i, k] / 255.0 - y[j, k] / 255.0)
+        k += 1
+    return total
+
+
+# what ``judge_pairs`` found of a pair before any aligned distance
+NOT_NEAR, RE_ENCODED, SAME_LAYOUT_ALIGNED, MOVED_ALIGNED = 0, 1, 2, 3
+
+
+@njit(cache=True, nogil=True)
+def judge_pairs(ra, rb, phash, has_phash, has_content, content_phash, box, colours, thumbs, has_thumb,
+                image_hamming, thumbnail_tolerance, rescan_hamming, rescan_tolerance, content_hamming,
+                content_tolerance, box_tolerance, colour_tolerance, same_box):
+    """``ImageMatcher._distance`` up to its aligned distance, for index rows ``ra[k]``, ``rb[k]``.
+
+    Returns per pair: the outcome (NOT_NEAR; RE_ENCODED; SAME_LAYOUT_ALIGNED: re-encoded when the
+    aligned distance is within ``rescan_tolerance``; MOVED_ALIGNED: re-scanned or re-cropped per
+    the flags and the aligned distance), the aligned distance bound under which the pair is
+    near (-1: none), page Hamming distance, colour distance (NaN: not described), grey
+    thumbnail distance (NaN: none), content-box distance, content Hamming distance, and whether
+    the re-scan and re-crop rules apply."""
+    m = ra.shape[0]
+    outcome = np.zeros(m, dtype=np.int8)
+    bound = np.full(m, -1.0)
+    hamming = np.zeros(m, dtype=np.int64)
+    colour = np.full(m, np.nan)
+    grey = np.full(m, np.nan)
+    box_distance = np.zeros(m, dtype=np.int64)
+    chamming = np.zeros(m, dtype=np.int64)
+    rescanned = np.zeros(m, dtype=np.bool_)
+    recropped = np.zeros(m, dtype=np.bool_)
+    side = thumbs.shape[1]
+    for k in range(m):
+        a, b = ra[k], rb[k]
+        if a < 0 or b < 0 or not (has_phash[a] and has_phash[b]):
+            continue
+        h = _popcount(phash[a] ^ phash[b])
+        hamming[k] = h
+        described = has_content[a] and has_content[b]
+        if described:
+            c = _pairwise_abs_difference(colours, colours, a, b)
+            if c > colour_tolerance:
+                continue
+            colour[k] = c
+            d = 0
+            for t in range(4):
+                d = max(d, abs(box[a, t] - box[b, t]))
+            box_distance[k] = d
+        if h <= image_hamming:
+            grey_ok = True
+            if has_thumb[a] and has_thumb[b]:
+                s = 0
+                for t in range(side):
+                    s += abs(np.int64(thumbs[a, t]) - np.int64(thumbs[b, t]))
+                g = s / side
+                grey_ok = g <= thumbnail_tolerance
+                if grey_ok:
+                    grey[k] = g
+            if grey_ok:
+                if not described or box_distance[k] > same_box:
+                    outcome[k] = RE_ENCODED
+                else:
+                    outcome[k] = SAME_LAYOUT_ALIGNED
+                    bound[k] = rescan_tolerance
+                continue
+        if not described:
+            continue
+        ch = _popcount(content_phash[a] ^ content_phash[b])
+        chamming[k] = ch
+        rescanned[k] = h <= rescan_hamming and box_distance[k] <= box_tolerance
+        recropped[k] = ch <= content_hamming
+        if rescanned[k]:
+            bound[k] = content_tolerance if box_distance[k] <= same_box else rescan_tolerance
+        if recropped[k]:
+            bound[k] = max(bound[k], content_tolerance)
+        if rescanned[k] or recropped[k]:
+            outcome[k] = MOVED_ALIGNED
+    return outcome, bound, hamming, colour, grey, box_distance, chamming, rescanned, recropped
+
+
+@njit(cache=True, nogil=True)
+def upsample(thumb, weights):
+    """``weights @ thumb @ weights.T`` per channel of a (S, S, C) uint8 thumbnail: (F, F, C) float64,
+    summed in a fixed order (weights are (F, S), a few nonzero per row)."""
+    fine_side, side = weights.shape
+    channels = thumb.shape[2]
+    rows = np.zeros((fine_side, side, channels))
+    for i in range(fine_side):
+        for p in range(side):
+            w = weights[i, p]
+            if w != 0.0:
+                for q in range(side):
+                    for c in range(channels):
+                        rows[i, q, c] += w * thumb[p, q, c]
+    out = np.zeros((fine_side, fine_side, channels))
+    for i in range(fine_side):
+        for j in range(fine_side):
+            for q in range(side):
+                w = weights[j, q]
+                if w != 0.0:
+                    for c in range(channels):
+                        out[i, j, c] += rows[i, q, c] * w
+    return out
+
+
+# Sums of integer-valued float64 below 2**53 are exact in any order: the kernels below may let
+# the compiler reorder (vectorize) them without changing a bit of the result.
+_EXACT_SUMS = {"reassoc"}
+
+
+@njit(cache=True, nogil=True, fastmath=_EXACT_SUMS)
+def _upsample_scaled(thumb, taps, tap_weights, rows, out):
+    """``upsample(thumb, weights / scale) * scale**2`` for integer weights (F, S) given as two taps
+    per output index (``taps`` (F, 2) indices, ``tap_weights`` (F, 2) integer-valued floats), as
+    rows of (F, F * C) integer-valued float64. ``rows``: (F, S, C) float64 scratch."""
+    fine_side = taps.shape[0]
+    side, channels = thumb.shape[1], thumb.shape[2]
+    for i in range(fine_side):
+        p0, p1, w0, w1 = taps[i, 0], taps[i, 1], tap_weights[i, 0], tap_weights[i, 1]
+        for q in range(side):
+            for c in range(channels):
+                rows[i, q, c] = w0 * thumb[p0, q, c] + w1 * thumb[p1, q, c]
+    for i in range(fine_side):
+        for j in range(fine_side):
+            q0, q1, w0, w1 = taps[j, 0], taps[j, 1], tap_weights[j, 0], tap_weights[j, 1]
+            for c in range(channels):
+                out[i, j * channels + c] = w0 * rows[i, q0, c] + w1 * rows[i, q1, c]
+
+
+@njit(cache=True, nogil=True, fastmath=_EXACT_SUMS, inline="always")
+def _row_difference(a, b, width):
+    total = 0.0
+    for t in range(width):
+        total += abs(a[t] - b[t])
+    return total
+
+
+@njit(cache=True, nogil=True)
+def aligned_distances(thumbs, taps, tap_weights, scale, ra, rb, bound, shift):
+    """``aligned_distance(upsample(thumbs[ra[k]]), upsample(thumbs[rb[k]]), shift)`` per pair, exact
+    when it is at most ``bound[k]``; above it, some value above ``bound[k]`` (shifts are abandoned
+    early). ``taps``, ``tap_weights``: the upsampling weights times ``scale``, all integers, as two
+    taps per output index (``upsampling_taps``): every upsampled value times ``scale**2`` is an
+    integer, so the sums are exact (in any order) and the means are the unscaled computation's to
+    the last bit. Pairs sharing their first image in a row upsample it once."""
+    m = ra.shape[0]
+    out = np.empty(m)
+    # the unshifted comparison first: for a near pair it is usually the best, and the rest stop early
+    order = np.empty(((2 * shift + 1) ** 2, 2), dtype=np.int64)
+    n = 0
+    for reach in range(shift + 1):
+        for dy in range(-shift, shift + 1):
+            for dx in range(-shift, shift + 1):
+                if max(abs(dy), abs(dx)) == reach:
+                    order[n, 0], order[n, 1] = dy, dx
+                    n += 1
+    side, channels = taps.shape[0], thumbs.shape[3]
+    rows = np.zeros((side, thumbs.shape[2], channels))
+    inner = side - 2 * shift
+    width = inner * channels
+    cells = inner * inner * channels
+    units = float(scale * scale)
+    a = np.zeros((side, side * channels))
+    b = np.zeros((side, side * channels))
+    last = -1
+    x0 = shift * channels
+    for k in range(m):
+        if ra[k] != last:
+            _upsample_scaled(thumbs[ra[k]], taps, tap_weights, rows, a)
+            last = ra[k]
+        _upsample_scaled(thumbs[rb[k]], taps, tap_weights, rows, b)
+        # a margin far above rounding, so the shift with the smallest mean is never abandoned
+        cap = bound[k] * (1.0 + 1e-9) + 1e-12
+        best = np.inf
+        for s in range(order.shape[0]):
+            dy, dx = order[s, 0], order[s, 1]
+            limit = min(best, cap) * cells * units
+            total = 0.0
+            bx = (shift + dx) * channels
+            for y in range(inner):
+                total += _row_difference(a[shift + y, x0:x0 + width], b[shift + dy + y, bx:bx + width], width)
+                if total > limit:
+                    break
+            if total <= limit:
+                best = min(best, total / (cells * units))
+        out[k] = best
+    return out
+
+
+def upsampling_taps(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """An (F, S) weight matrix with at most two nonzero weights per row as (F, 2) tap indices and
+    their (F, 2) weights (a missing second tap: weight 0)."""
+    taps = np.zeros((weights.shape[0], 2), dtype=np.int64)
+    tap_weights = np.zeros((weights.shape[0], 2), dtype=np.float64)
+    for i, row in enumerate(weights):
+        nonzero = np.flatnonzero(row)
+        if len(nonzero) > 2:
+            raise ValueError("more than two taps in a row of the upsampling weights")
+        taps[i, :len(nonzero)] = nonzero
+        tap_weights[i, :len(nonzero)] = row[nonzero]
+    return taps, tap_weights

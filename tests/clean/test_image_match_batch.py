@@ -1,0 +1,125 @@
+"""The compiled batch judgement of image pairs (``ImageMatcher.near_many`` / ``judge``) against the
+rule written pair by pair (``ImageMatcher._distance``), on real corpus pictures and on drawn pages
+with their re-encodings, re-scans, crops, margins and colour variants."""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+from itertools import combinations
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw
+
+from pipelines.clean.dedup import ImageIndex, ImageMatcher, describe_bytes
+from pipelines.clean.dedup.image_match import _SHIFT, _UP_SCALE, _UP_SCALED, aligned_distance
+from pipelines.ingest.demo_site.drawing import rescan
+from support.corpora import CORPORA
+
+CORPUS_PICTURES = (
+    "scemqa/Multiple_Choice/Chemistry/26.jpg",
+    "scemqa/Multiple_Choice/Math/29.jpg",
+    "scemqa/Multiple_Choice/Biology/102.jpg",
+    "scemqa/Multiple_Choice/Math/16.png",
+    "gaokao-mm/Data/2010-2023_Biology_MCQs/2010-2023_Biology_MCQs_0_0.png",
+    "gaokao-mm/Data/2010-2023_Chemistry_MCQs/2010-2023_Chemistry_MCQs_60_0.png",
+)
+
+
+def _encode(im: Image.Image, fmt: str, **kw) -> bytes:
+    out = io.BytesIO()
+    im.save(out, format=fmt, **kw)
+    return out.getvalue()
+
+
+def _page(colour=(46, 160, 67), at=(60, 40), seed=0, size=(240, 200)) -> Image.Image:
+    rng = np.random.default_rng(seed)
+    im = Image.new("RGB", size, (250, 248, 240))
+    d = ImageDraw.Draw(im)
+    x, y = at
+    d.rectangle([x, y, x + 110, y + 110], fill=colour, outline=(30, 30, 30), width=3)
+    for k in range(4):
+        d.ellipse([x + 10 + 25 * k, y + 8, x + 22 + 25 * k, y + 20], fill=(255, 255, 255), outline=(30, 30, 30))
+    for _ in range(3):
+        px, py, qx, qy = (int(v) for v in rng.integers(10, 100, 4))
+        d.line([x + px, y + py, x + qx, y + qy], fill=(30, 30, 30), width=4)
+    return im
+
+
+def _pictures() -> dict[str, bytes]:
+    pictures = {}
+    for path in CORPUS_PICTURES:
+        data = (CORPORA / path).read_bytes()
+        pictures[path] = data
+        with Image.open(io.BytesIO(data)) as im:
+            rgb = im.convert("RGB")
+        pictures[path + ":jpeg"] = _encode(rgb, "JPEG", quality=70)
+        pictures[path + ":half"] = _encode(rgb.resize((max(8, rgb.width // 2), max(8, rgb.height // 2))), "PNG")
+        pictures[path + ":rescan"] = _encode(rescan(rgb, 1), "JPEG", quality=72)
+    for seed in range(4):
+        page = _page(seed=seed)
+        pictures[f"page{seed}"] = _encode(page, "PNG")
+        pictures[f"page{seed}:jpeg"] = _encode(page, "JPEG", quality=75)
+        pictures[f"page{seed}:moved"] = _encode(_page(seed=seed, at=(66, 44)), "PNG")
+        pictures[f"page{seed}:teal"] = _encode(_page((20, 150, 150), seed=seed), "PNG")
+        pictures[f"page{seed}:rescan"] = _encode(rescan(page, seed), "JPEG", quality=72)
+        wide = Image.new("RGB", (262, 216), (250, 248, 240))
+        wide.paste(page, (9, 2))
+        pictures[f"page{seed}:margins"] = _encode(wide, "PNG")
+        pictures[f"page{seed}:crop"] = _encode(page.crop((40, 20, 200, 180)), "PNG")
+    return pictures
+
+
+@pytest.fixture(scope="module")
+def index() -> ImageIndex:
+    phash, thumbs, content = {}, {}, {}
+    for name, data in _pictures().items():
+        d = describe_bytes(data)
+        phash[name], thumbs[name] = int(d.phash[0]), d.thumbnail[0].tobytes()
+        content[name] = (int(d.content_phash[0]), d.content_thumbnail[0].tobytes(), d.content_box[0].tolist(),
+                         d.colours[0].tobytes())
+    phash["hash only"] = phash["page0"]  # described by a page hash alone: the same-layout rule only
+    return ImageIndex(phash, thumbs, content)
+
+
+def test_batch_verdicts_and_evidence_equal_the_rule_pair_by_pair(index):
+    names = sorted(index.row_of) + ["not in the index"]
+    pairs = list(combinations(names, 2)) + [(b, a) for a, b in combinations(names[:12], 2)]
+    pairs += [("page0", "page0"), (None, None)]
+    a, b = [x for x, _ in pairs], [y for _, y in pairs]
+
+    one_by_one = ImageMatcher(index)
+    expected = [x == y or one_by_one._distance(*sorted((x, y))) for x, y in pairs]
+    kinds = Counter(e["image"] for e in expected if isinstance(e, dict))
+    # the pictures exercise every outcome of the rule
+    assert {"re-encoded", "re-scanned", "re-cropped"} <= set(kinds), kinds
+    assert sum(e is None for e in expected) > len(pairs) // 2
+
+    batch = ImageMatcher(index)
+    assert batch.near_many(a, b).tolist() == [e is True or isinstance(e, dict) for e in expected]
+    batch.judge(a, b)
+    for (x, y), e in zip(pairs, expected):
+        if x != y:
+            assert batch.distance(x, y) == e, (x, y)
+
+
+def test_compiled_aligned_distances_are_the_float_ones_to_the_last_bit(index):
+    from pipelines.clean.dedup import pair_kernel
+
+    rows = np.flatnonzero(index.has_content)
+    ra, rb = (np.array(x, dtype=np.int64) for x in zip(*combinations(rows.tolist(), 2)))
+    order = np.lexsort((rb, ra))
+    ra, rb = ra[order], rb[order]
+    exact = np.array([aligned_distance(index.fine_thumbnail(x), index.fine_thumbnail(y))
+                      for x, y in zip(ra.tolist(), rb.tolist())])
+    taps, tap_weights = pair_kernel.upsampling_taps(_UP_SCALED)
+    unbounded = pair_kernel.aligned_distances(index.content_thumbnails, taps, tap_weights, _UP_SCALE, ra, rb,
+                                              np.full(len(ra), np.inf), _SHIFT)
+    assert unbounded.tobytes() == exact.tobytes()
+    for bound in (0.0, 3.0, 3.5, 8.0, float(np.median(exact))):
+        bounded = pair_kernel.aligned_distances(index.content_thumbnails, taps, tap_weights, _UP_SCALE, ra, rb,
+                                                np.full(len(ra), bound), _SHIFT)
+        within = exact <= bound
+        assert ((bounded <= bound) == within).all()
+        assert bounded[within].tobytes() == exact[within].tobytes()
