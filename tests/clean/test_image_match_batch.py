@@ -9,6 +9,7 @@ from collections import Counter
 from itertools import combinations
 
 import numpy as np
+import polars as pl
 import pytest
 from PIL import Image, ImageDraw
 
@@ -123,3 +124,37 @@ def test_compiled_aligned_distances_are_the_float_ones_to_the_last_bit(index):
         within = exact <= bound
         assert ((bounded <= bound) == within).all()
         assert bounded[within].tobytes() == exact[within].tobytes()
+
+
+def test_index_from_the_lake_table_equals_the_mapping_form_and_digests_every_descriptor(index):
+    names = sorted(index.row_of)
+    rows = [index.row_of[n] for n in names]
+    table = pl.DataFrame({
+        "image_hash": names,
+        "phash": [int(index.phash[r]) if index.has_phash[r] else None for r in rows],
+        "thumbnail": [index.thumbnails[r].tobytes() if index.has_thumbnail[r] else None for r in rows],
+        "content_phash": [int(index.content_phash[r]) if index.has_content[r] else None for r in rows],
+        "content_thumbnail": [index.content_thumbnails[r].tobytes() if index.has_content[r] else None for r in rows],
+        "content_box": [index.box[r].tolist() if index.has_content[r] else None for r in rows],
+        "colours": [index.colour_bins[r].tobytes() if index.has_content[r] else None for r in rows],
+    }, schema_overrides={"phash": pl.UInt64, "content_phash": pl.UInt64, "content_box": pl.List(pl.UInt16)})
+    from_table = ImageIndex.from_table(table)
+    for field in ("phash", "has_phash", "thumbnails", "has_thumbnail", "has_content", "content_phash", "box",
+                  "content_thumbnails", "colour_bins", "descriptor_digest"):
+        assert np.array_equal(getattr(from_table, field), getattr(index, field)), field
+    # any one descriptor of an image changed changes that image's digest, and only its own
+    page = table.filter(pl.col("image_hash") == "page0")
+    edits = {
+        "phash": pl.lit(int(index.phash[index.row_of["page0"]]) ^ 1, dtype=pl.UInt64),
+        "thumbnail": pl.lit(bytes(256)), "content_phash": pl.lit(1, dtype=pl.UInt64),
+        "content_thumbnail": pl.lit(bytes(768)), "content_box": pl.lit([0, 0, 1000, 999], dtype=pl.List(pl.UInt16)),
+        "colours": pl.lit(bytes(16)),
+    }
+    for column, value in edits.items():
+        edited = pl.concat([table.filter(pl.col("image_hash") != "page0"), page.with_columns(value.alias(column))])
+        digests = ImageIndex.from_table(edited).descriptor_digest
+        changed = np.flatnonzero(digests != index.descriptor_digest)
+        assert changed.tolist() == [index.row_of["page0"]], column
+    # a malformed content descriptor counts as none
+    short = ImageIndex.from_table(table.with_columns(pl.col("colours").bin.slice(0, 8)))
+    assert not short.has_content.any()

@@ -26,7 +26,6 @@ same-layout rule alone; images without a hash match only themselves.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -86,6 +85,31 @@ def aligned_distance(a: np.ndarray, b: np.ndarray) -> float:
     return float(compiled(a, b, _SHIFT))
 
 
+_DESCRIPTOR_SCHEMA = {
+    "name": pl.String, "phash": pl.UInt64, "thumbnail": pl.Binary, "content_phash": pl.UInt64,
+    "content_thumbnail": pl.Binary, "content_box": pl.List(pl.Int64), "colours": pl.Binary,
+}
+_DIGEST_SEED = np.uint64(0x1D2E3F4A5B6C7D8E)
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _fixed_width(column: pl.Series, width: int, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """(whether each value is exactly ``width`` bytes, those bytes as (rows, width) uint8) of a
+    binary column; ``rows`` may exceed its length (the extra rows are empty)."""
+    valid = np.zeros(rows, dtype=bool)
+    valid[:len(column)] = (column.bin.size() == width).fill_null(False).to_numpy()
+    out = np.zeros((rows, width), dtype=np.uint8)
+    if valid.any():
+        out[valid] = np.frombuffer(b"".join(column.filter(pl.Series(valid[:len(column)])).to_list()),
+                                   dtype=np.uint8).reshape(-1, width)
+    return valid, out
+
+
 class ImageIndex:
     """The descriptors of images by content hash (sha256 hex).
 
@@ -94,12 +118,32 @@ class ImageIndex:
 
     def __init__(self, phash_of: Mapping[str, int], thumbnail_of: Mapping[str, bytes] | None = None,
                  content: Mapping[str, tuple[int, bytes, tuple, bytes]] | None = None):
-        frame = pl.DataFrame({"name": list(phash_of), "phash": list(phash_of.values())},
-                             schema={"name": pl.String, "phash": pl.UInt64})
-        if content:
-            frame = pl.concat([frame, pl.DataFrame({"name": list(content)}, schema={"name": pl.String}).with_columns(
-                pl.lit(None, dtype=pl.UInt64).alias("phash"))])
-        frame = frame.unique("name", keep="first").sort("name")
+        names = list(dict.fromkeys([*phash_of, *(content or {})]))
+        content = content or {}
+        described = [content.get(name) or (None, None, None, None) for name in names]
+        self._build(pl.DataFrame({
+            "name": names,
+            "phash": [phash_of.get(name) for name in names],
+            "thumbnail": [(thumbnail_of or {}).get(name) for name in names],
+            "content_phash": [c[0] for c in described],
+            "content_thumbnail": [c[1] for c in described],
+            "content_box": [None if c[2] is None else list(c[2]) for c in described],
+            "colours": [c[3] for c in described],
+        }, schema=_DESCRIPTOR_SCHEMA))
+
+    @classmethod
+    def from_table(cls, images: pl.DataFrame) -> "ImageIndex":
+        """From the ``images`` lake table; its content columns are optional."""
+        index = cls.__new__(cls)
+        index._build(images.rename({"image_hash": "name"}).select(
+            pl.col(name) if name in images.columns or name == "name" else pl.lit(None).alias(name)
+            for name in _DESCRIPTOR_SCHEMA).cast(_DESCRIPTOR_SCHEMA))
+        return index
+
+    def _build(self, frame: pl.DataFrame) -> None:
+        """Arrays of the descriptors, one row per image in name order, from a frame of
+        ``_DESCRIPTOR_SCHEMA`` (a name's first row counts; malformed descriptors count as missing)."""
+        frame = frame.unique("name", keep="first", maintain_order=True).sort("name")
         self._names = frame["name"]
         self._rows = pl.Series(np.arange(frame.height, dtype=np.int64))
         self.row_of = dict(zip(self._names.to_list(), range(frame.height)))
@@ -108,62 +152,43 @@ class ImageIndex:
         self.has_phash = np.zeros(n, dtype=bool)
         self.phash[:-1] = frame["phash"].fill_null(int(NO_HASH)).to_numpy()
         self.has_phash[:-1] = frame["phash"].is_not_null().to_numpy()
-        self.thumbnail: dict[int, bytes] = {}
-        self.thumbnails = np.zeros((n, THUMB_BYTES), dtype=np.uint8)  # the same, as rows (compiled rule)
-        self.has_thumbnail = np.zeros(n, dtype=bool)
-        for name, thumb in (thumbnail_of or {}).items():
-            if name in self.row_of and thumb is not None and len(thumb) == THUMB_BYTES:
-                i = self.row_of[name]
-                self.thumbnail[i] = thumb
-                self.thumbnails[i] = np.frombuffer(thumb, dtype=np.uint8)
-                self.has_thumbnail[i] = True
-        self.has_content = np.zeros(n, dtype=bool)
+        self.has_thumbnail, self.thumbnails = _fixed_width(frame["thumbnail"], THUMB_BYTES, n)
+        content_valid = frame.select(
+            pl.col("content_phash").is_not_null() & (pl.col("content_box").list.len() == 4).fill_null(False)
+            & (pl.col("content_thumbnail").bin.size() == CONTENT_BYTES).fill_null(False)
+            & (pl.col("colours").bin.size() == COLOUR_BINS).fill_null(False)).to_series()
+        valid = np.zeros(n, dtype=bool)
+        valid[:-1] = content_valid.to_numpy()
+        self.has_content = valid
         self.content_phash = np.full(n, NO_HASH, dtype=np.uint64)
+        self.content_phash[:-1][valid[:-1]] = frame["content_phash"].filter(content_valid).to_numpy()
         self.box = np.zeros((n, 4), dtype=np.int64)
-        self._content_thumbnail: dict[int, bytes] = {}
+        if valid.any():
+            self.box[:-1][valid[:-1]] = frame["content_box"].filter(content_valid).list.to_array(4).to_numpy()
+        thumbs = _fixed_width(frame["content_thumbnail"].filter(content_valid), CONTENT_BYTES, int(valid.sum()))[1]
         self.content_thumbnails = np.zeros((n, CONTENT_SIDE, CONTENT_SIDE, 3), dtype=np.uint8)
-        self._colours: dict[int, np.ndarray] = {}
+        self.content_thumbnails[valid] = thumbs.reshape(-1, CONTENT_SIDE, CONTENT_SIDE, 3)
         self.colour_bins = np.zeros((n, COLOUR_BINS), dtype=np.uint8)
-        for name, (content_phash, thumb, box, colours) in (content or {}).items():
-            if content_phash is None or thumb is None or box is None or colours is None:
-                continue
-            i = self.row_of[name]
-            if len(thumb) != CONTENT_BYTES or len(colours) != COLOUR_BINS or len(box) != 4:
-                continue
-            self.has_content[i] = True
-            self.content_phash[i] = np.uint64(int(content_phash))
-            self.box[i] = np.asarray(box, dtype=np.int64)
-            self._content_thumbnail[i] = thumb
-            self.content_thumbnails[i] = np.frombuffer(thumb, dtype=np.uint8).reshape(CONTENT_SIDE, CONTENT_SIDE, 3)
-            self.colour_bins[i] = np.frombuffer(colours, dtype=np.uint8)
-            self._colours[i] = self.colour_bins[i].astype(np.float64) / 255.0
+        self.colour_bins[valid] = _fixed_width(frame["colours"].filter(content_valid), COLOUR_BINS,
+                                               int(valid.sum()))[1]
         self._fine: dict[int, np.ndarray] = {}
-        # per row, a digest of everything the rule reads (0: the row that describes nothing)
-        self.descriptor_digest = np.zeros(n, dtype=np.uint64)
-        for name, i in self.row_of.items():
-            parts = [repr(int(self.phash[i]) if self.has_phash[i] else None), repr(self.thumbnail.get(i))]
-            if self.has_content[i]:
-                parts += [repr(int(self.content_phash[i])), repr(self.box[i].tolist()),
-                          repr(self._content_thumbnail[i]), repr(self._colours[i].tolist())]
-            digest = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).digest()
-            self.descriptor_digest[i] = np.uint64(int.from_bytes(digest, "big"))
+        self.descriptor_digest = self._descriptor_digests()
 
-    @classmethod
-    def from_table(cls, images: pl.DataFrame) -> "ImageIndex":
-        """From the ``images`` lake table; its content columns are optional."""
-        names = images["image_hash"].to_list()
-        phash_of = dict(zip(names, images["phash"].to_list()))
-        thumbnail_of = dict(zip(names, images["thumbnail"].to_list())) if "thumbnail" in images.columns else None
-        content = None
-        if {"content_phash", "content_thumbnail", "content_box", "colours"} <= set(images.columns):
-            content = {
-                name: (ph, thumb, box, colours)
-                for name, ph, thumb, box, colours in zip(
-                    names, images["content_phash"].to_list(), images["content_thumbnail"].to_list(),
-                    images["content_box"].to_list(), images["colours"].to_list(),
-                )
-            }
-        return cls(phash_of, thumbnail_of, content)
+    def _descriptor_digests(self) -> np.ndarray:
+        """Per row, a 64-bit digest of everything the rule reads (0: the row that describes nothing)."""
+        content = self.has_content[:, None]
+        words = np.concatenate([
+            self.has_phash[:, None].astype(np.uint64), np.where(self.has_phash, self.phash, 0)[:, None],
+            self.has_thumbnail[:, None].astype(np.uint64), self.thumbnails.view(np.uint64),
+            content.astype(np.uint64), np.where(content, self.content_phash[:, None], 0),
+            self.box.astype(np.uint64), self.content_thumbnails.reshape(len(self.phash), -1).view(np.uint64),
+            self.colour_bins.view(np.uint64),
+        ], axis=1)
+        digest = np.full(len(words), _DIGEST_SEED, dtype=np.uint64)
+        for column in words.T:
+            digest = _splitmix64(digest ^ column)
+        digest[-1] = 0
+        return digest
 
     def __len__(self) -> int:
         return len(self.row_of)
@@ -188,7 +213,8 @@ class ImageIndex:
         return cached
 
     def colour_distance(self, a: int, b: int) -> float:
-        return float(np.abs(self._colours[a] - self._colours[b]).sum())
+        return float(np.abs(self.colour_bins[a].astype(np.float64) / 255.0
+                            - self.colour_bins[b].astype(np.float64) / 255.0).sum())
 
 
 class ImageMatcher:
@@ -288,8 +314,8 @@ class ImageMatcher:
         box = int(np.abs(index.box[ia] - index.box[ib]).max()) if described else None
         aligned = None
         if hamming <= rule.image_hamming:
-            ta, tb = index.thumbnail.get(ia), index.thumbnail.get(ib)
-            grey = None if ta is None or tb is None else thumbnail_distance(ta, tb)
+            both = index.has_thumbnail[ia] and index.has_thumbnail[ib]
+            grey = thumbnail_distance(index.thumbnails[ia], index.thumbnails[ib]) if both else None
             if grey is None or grey <= rule.thumbnail_tolerance:
                 if grey is not None:
                     evidence["thumbnail"] = round(grey, 2)
