@@ -118,7 +118,7 @@ def card_header(questions: pl.DataFrame, splits: dict[str, SplitFiles], facts: B
 def _languages(questions: pl.DataFrame) -> list[str]:
     if questions.height == 0:
         return ["en"]
-    with_cjk = questions["problem"].map_elements(lambda t: bool(_CJK.search(t or "")), return_dtype=pl.Boolean).sum()
+    with_cjk = questions["problem"].str.contains(_CJK.pattern).fill_null(False).sum()
     return (["en"] if with_cjk < questions.height else []) + (["zh"] if with_cjk else [])
 
 
@@ -136,6 +136,14 @@ def source_label(text: str) -> str:
     return f"{kind}:{Path(location).name}" if location else kind
 
 
+def _value_counts(frame: pl.DataFrame) -> list[tuple[tuple, int]]:
+    """Each distinct row of ``frame`` (a tuple) with how often it occurs."""
+    if frame.height == 0:
+        return []
+    counted = frame.group_by(frame.columns).len(name="__count")
+    return [(row[:-1], row[-1]) for row in counted.rows()]
+
+
 def _table(header: list[str], rows: list[list]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(f"{v:,}" if isinstance(v, int) else str(v) for v in row) + " |" for row in rows]
@@ -143,7 +151,7 @@ def _table(header: list[str], rows: list[list]) -> str:
 
 
 def _counts_table(questions: pl.DataFrame, present: list[str]) -> str:
-    counts = Counter(zip(questions["subject"].to_list(), questions["split"].to_list())) if questions.height else Counter()
+    counts = Counter(dict(_value_counts(questions.select("subject", "split"))))
     subjects = [s for s in SUBJECT_ORDER if any(counts[(s, sp)] for sp in present)]
     subjects += sorted({s for s, _ in counts} - set(subjects))
     rows = [[s, *(counts[(s, sp)] for sp in present), sum(counts[(s, sp)] for sp in present)] for s in subjects]
@@ -157,11 +165,13 @@ def card_body(questions: pl.DataFrame, splits: dict[str, SplitFiles], facts: Bui
     column = lambda name: questions[name] if name in questions.columns else pl.Series(name, [None] * n)  # noqa: E731
     with_figure = int(column("problem_image").is_not_null().sum())
     picture_options = int(column("choice_images").is_not_null().sum())
-    sources = Counter(source_label(s) for s in column("source").to_list())
+    sources = Counter()
+    for source, count in _value_counts(column("source").to_frame()):
+        sources[source_label(source[0])] += count
     converted = int((column("problem") != column("problem_original")).sum()) if "problem_original" in questions.columns else None
-    orders = Counter(column("shuffle").to_list())
-    families = Counter(column("duplicate_group").drop_nulls().to_list())
-    shared = sum(size for size in families.values() if size > 1)
+    orders = Counter({order[0]: count for order, count in _value_counts(column("shuffle").to_frame())})
+    family_sizes = column("duplicate_group").drop_nulls().value_counts(name="size")["size"]
+    shared = int(family_sizes.filter(family_sizes > 1).sum())
     kept_source_split = int(((column("source_split") == column("split")).fill_null(False)).sum())
     split_rows = [[s, splits[s].num_examples, len(splits[s].shards), f"`data/{s}-*`"] for s in present]
 

@@ -144,6 +144,7 @@ def test_body_counts_and_build_story(exported):
     assert "`demo`: 16" in body and "`jsonl:q.jsonl`: 16" in body and "`hf:mmmu`: 15" in body
     assert "/home/someone" not in body and "private" not in body  # local folders stay private
     assert "5 duplicate records removed (3 exact, 2 near)" in body
+    assert "46 questions belong to families of two or more" in body  # g0..g22 of two, g23 alone
     assert "23 question texts changed" in body  # the odd ones, the Chinese one among them
     assert "5 kept-order:figure-labels, 42 shuffled" in body and "with seed 7" in body
     assert "0.6 / 0.2 / 0.2" in body and "(6 questions)" in body  # kept their source's split
