@@ -747,7 +747,8 @@ def test_colour_variants_are_neither_merged_nor_conflicts():
     assert result.kept.height == 2 and result.duplicates.height == 0 and result.quarantine.height == 0
     # the grey-only rule of a hash and grey thumbnails would call them the same picture
     grey = deduplicate(_frame(rows), {k: int(index.phash[index.row_of[k]]) for k in images},
-                       thumbnail_of={k: index.thumbnails[index.row_of[k]].tobytes() for k in images})
+                       thumbnail_of={k: index.thumbnails[index.thumbnail_slot[index.row_of[k]]].tobytes()
+                                     for k in images})
     assert grey.quarantine.height == 1
 
 

@@ -115,11 +115,12 @@ def test_compiled_aligned_distances_are_the_float_ones_to_the_last_bit(index):
     exact = np.array([aligned_distance(index.fine_thumbnail(x), index.fine_thumbnail(y))
                       for x, y in zip(ra.tolist(), rb.tolist())])
     taps, tap_weights = pair_kernel.upsampling_taps(_UP_SCALED)
-    unbounded = pair_kernel.aligned_distances(index.content_thumbnails, taps, tap_weights, _UP_SCALE, ra, rb,
+    sa, sb = index.content_slot[ra], index.content_slot[rb]
+    unbounded = pair_kernel.aligned_distances(index.content_thumbnails, taps, tap_weights, _UP_SCALE, sa, sb,
                                               np.full(len(ra), np.inf), _SHIFT)
     assert unbounded.tobytes() == exact.tobytes()
     for bound in (0.0, 3.0, 3.5, 8.0, float(np.median(exact))):
-        bounded = pair_kernel.aligned_distances(index.content_thumbnails, taps, tap_weights, _UP_SCALE, ra, rb,
+        bounded = pair_kernel.aligned_distances(index.content_thumbnails, taps, tap_weights, _UP_SCALE, sa, sb,
                                                 np.full(len(ra), bound), _SHIFT)
         within = exact <= bound
         assert ((bounded <= bound) == within).all()
@@ -132,15 +133,18 @@ def test_index_from_the_lake_table_equals_the_mapping_form_and_digests_every_des
     table = pl.DataFrame({
         "image_hash": names,
         "phash": [int(index.phash[r]) if index.has_phash[r] else None for r in rows],
-        "thumbnail": [index.thumbnails[r].tobytes() if index.has_thumbnail[r] else None for r in rows],
+        "thumbnail": [index.thumbnails[index.thumbnail_slot[r]].tobytes() if index.has_thumbnail[r] else None
+                      for r in rows],
         "content_phash": [int(index.content_phash[r]) if index.has_content[r] else None for r in rows],
-        "content_thumbnail": [index.content_thumbnails[r].tobytes() if index.has_content[r] else None for r in rows],
+        "content_thumbnail": [index.content_thumbnails[index.content_slot[r]].tobytes() if index.has_content[r]
+                              else None for r in rows],
         "content_box": [index.box[r].tolist() if index.has_content[r] else None for r in rows],
-        "colours": [index.colour_bins[r].tobytes() if index.has_content[r] else None for r in rows],
+        "colours": [index.colour_bins[index.content_slot[r]].tobytes() if index.has_content[r] else None
+                    for r in rows],
     }, schema_overrides={"phash": pl.UInt64, "content_phash": pl.UInt64, "content_box": pl.List(pl.UInt16)})
     from_table = ImageIndex.from_table(table)
-    for field in ("phash", "has_phash", "thumbnails", "has_thumbnail", "has_content", "content_phash", "box",
-                  "content_thumbnails", "colour_bins", "descriptor_digest"):
+    for field in ("phash", "has_phash", "thumbnails", "thumbnail_slot", "has_thumbnail", "has_content",
+                  "content_slot", "content_phash", "box", "content_thumbnails", "colour_bins", "descriptor_digest"):
         assert np.array_equal(getattr(from_table, field), getattr(index, field)), field
     # any one descriptor of an image changed changes that image's digest, and only its own
     page = table.filter(pl.col("image_hash") == "page0")

@@ -26,6 +26,8 @@ same-layout rule alone; images without a hash match only themselves.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -44,6 +46,7 @@ NO_HASH = np.uint64(0xFFFFFFFFFFFFFFFF)
 SAME_BOX = 10  # permille: content boxes this close are the same layout
 _FINE = 2 * CONTENT_SIDE
 _SHIFT = 2  # fine pixels = one thumbnail cell
+_PAIRS_PER_THREAD = 2000  # fewer aligned distances than this per thread are computed in one thread
 
 
 @dataclass(frozen=True)
@@ -98,16 +101,20 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
-def _fixed_width(column: pl.Series, width: int, rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """(whether each value is exactly ``width`` bytes, those bytes as (rows, width) uint8) of a
-    binary column; ``rows`` may exceed its length (the extra rows are empty)."""
-    valid = np.zeros(rows, dtype=bool)
-    valid[:len(column)] = (column.bin.size() == width).fill_null(False).to_numpy()
-    out = np.zeros((rows, width), dtype=np.uint8)
-    if valid.any():
-        out[valid] = np.frombuffer(b"".join(column.filter(pl.Series(valid[:len(column)])).to_list()),
-                                   dtype=np.uint8).reshape(-1, width)
-    return valid, out
+def _slots(present: np.ndarray, rows: int) -> np.ndarray:
+    """Per row (``rows`` = present's length + 1), its index among the present ones, or -1."""
+    slot = np.full(rows, -1, dtype=np.int64)
+    slot[:-1][present] = np.arange(int(present.sum()), dtype=np.int64)
+    return slot
+
+
+def _packed(column: pl.Series, width: int) -> np.ndarray:
+    """The values of a binary column of ``width``-byte values as (len + 1, width) uint8, the last
+    row all zeros (slot -1)."""
+    out = np.zeros((len(column) + 1, width), dtype=np.uint8)
+    if len(column):
+        out[:-1] = np.frombuffer(b"".join(column.to_list()), dtype=np.uint8).reshape(-1, width)
+    return out
 
 
 class ImageIndex:
@@ -152,42 +159,54 @@ class ImageIndex:
         self.has_phash = np.zeros(n, dtype=bool)
         self.phash[:-1] = frame["phash"].fill_null(int(NO_HASH)).to_numpy()
         self.has_phash[:-1] = frame["phash"].is_not_null().to_numpy()
-        self.has_thumbnail, self.thumbnails = _fixed_width(frame["thumbnail"], THUMB_BYTES, n)
+        # descriptors present for some images only are stored compactly: row -> slot (-1: none;
+        # slot -1 is an all-zero last entry)
+        has_thumbnail = (frame["thumbnail"].bin.size() == THUMB_BYTES).fill_null(False)
+        self.thumbnail_slot = _slots(has_thumbnail.to_numpy(), n)
+        self.thumbnails = _packed(frame["thumbnail"].filter(has_thumbnail), THUMB_BYTES)
+        self.has_thumbnail = self.thumbnail_slot >= 0
         content_valid = frame.select(
             pl.col("content_phash").is_not_null() & (pl.col("content_box").list.len() == 4).fill_null(False)
             & (pl.col("content_thumbnail").bin.size() == CONTENT_BYTES).fill_null(False)
             & (pl.col("colours").bin.size() == COLOUR_BINS).fill_null(False)).to_series()
-        valid = np.zeros(n, dtype=bool)
-        valid[:-1] = content_valid.to_numpy()
-        self.has_content = valid
+        self.content_slot = _slots(content_valid.to_numpy(), n)
+        self.has_content = valid = self.content_slot >= 0
         self.content_phash = np.full(n, NO_HASH, dtype=np.uint64)
         self.content_phash[:-1][valid[:-1]] = frame["content_phash"].filter(content_valid).to_numpy()
         self.box = np.zeros((n, 4), dtype=np.int64)
         if valid.any():
             self.box[:-1][valid[:-1]] = frame["content_box"].filter(content_valid).list.to_array(4).to_numpy()
-        thumbs = _fixed_width(frame["content_thumbnail"].filter(content_valid), CONTENT_BYTES, int(valid.sum()))[1]
-        self.content_thumbnails = np.zeros((n, CONTENT_SIDE, CONTENT_SIDE, 3), dtype=np.uint8)
-        self.content_thumbnails[valid] = thumbs.reshape(-1, CONTENT_SIDE, CONTENT_SIDE, 3)
-        self.colour_bins = np.zeros((n, COLOUR_BINS), dtype=np.uint8)
-        self.colour_bins[valid] = _fixed_width(frame["colours"].filter(content_valid), COLOUR_BINS,
-                                               int(valid.sum()))[1]
+        self.content_thumbnails = _packed(frame["content_thumbnail"].filter(content_valid), CONTENT_BYTES).reshape(
+            -1, CONTENT_SIDE, CONTENT_SIDE, 3)
+        self.colour_bins = _packed(frame["colours"].filter(content_valid), COLOUR_BINS)
         self._fine: dict[int, np.ndarray] = {}
         self.descriptor_digest = self._descriptor_digests()
 
     def _descriptor_digests(self) -> np.ndarray:
-        """Per row, a 64-bit digest of everything the rule reads (0: the row that describes nothing)."""
-        content = self.has_content[:, None]
-        words = np.concatenate([
-            self.has_phash[:, None].astype(np.uint64), np.where(self.has_phash, self.phash, 0)[:, None],
-            self.has_thumbnail[:, None].astype(np.uint64), self.thumbnails.view(np.uint64),
-            content.astype(np.uint64), np.where(content, self.content_phash[:, None], 0),
-            self.box.astype(np.uint64), self.content_thumbnails.reshape(len(self.phash), -1).view(np.uint64),
-            self.colour_bins.view(np.uint64),
-        ], axis=1)
-        digest = np.full(len(words), _DIGEST_SEED, dtype=np.uint64)
-        for column in words.T:
-            digest = _splitmix64(digest ^ column)
-        digest[-1] = 0
+        """Per row, a 64-bit digest of everything the rule reads (0: the row that describes
+        nothing): its descriptors' words folded with splitmix64, whatever the other rows hold."""
+        n = len(self.phash)
+        digest = np.zeros(n, dtype=np.uint64)
+        for thumbnail in (False, True):
+            for content in (False, True):
+                rows = np.flatnonzero((self.has_thumbnail[:-1] == thumbnail) & (self.has_content[:-1] == content))
+                if not len(rows):
+                    continue
+                for chunk in np.array_split(rows, max(1, len(rows) // 65536)):
+                    parts = [self.has_phash[chunk, None].astype(np.uint64),
+                             np.where(self.has_phash[chunk], self.phash[chunk], 0)[:, None],
+                             np.full((len(chunk), 1), 2 * thumbnail + content, dtype=np.uint64)]
+                    if thumbnail:
+                        parts.append(self.thumbnails[self.thumbnail_slot[chunk]].view(np.uint64))
+                    if content:
+                        slots = self.content_slot[chunk]
+                        parts += [self.content_phash[chunk, None], self.box[chunk].astype(np.uint64),
+                                  self.content_thumbnails[slots].reshape(len(chunk), -1).view(np.uint64),
+                                  self.colour_bins[slots].view(np.uint64)]
+                    folded = np.full(len(chunk), _DIGEST_SEED, dtype=np.uint64)
+                    for column in np.concatenate(parts, axis=1).T:
+                        folded = _splitmix64(folded ^ column)
+                    digest[chunk] = folded
         return digest
 
     def __len__(self) -> int:
@@ -209,12 +228,12 @@ class ImageIndex:
         if cached is None:
             from pipelines.clean.dedup.pair_kernel import upsample  # numba: loaded on first use
 
-            cached = self._fine[row] = upsample(self.content_thumbnails[row], _UP)
+            cached = self._fine[row] = upsample(self.content_thumbnails[self.content_slot[row]], _UP)
         return cached
 
     def colour_distance(self, a: int, b: int) -> float:
-        return float(np.abs(self.colour_bins[a].astype(np.float64) / 255.0
-                            - self.colour_bins[b].astype(np.float64) / 255.0).sum())
+        x, y = self.colour_bins[self.content_slot[a]], self.colour_bins[self.content_slot[b]]
+        return float(np.abs(x.astype(np.float64) / 255.0 - y.astype(np.float64) / 255.0).sum())
 
 
 class ImageMatcher:
@@ -282,8 +301,8 @@ class ImageMatcher:
         from pipelines.clean.dedup import pair_kernel as kernel  # numba: loaded on first use
 
         figures = kernel.judge_pairs(
-            ra, rb, index.phash, index.has_phash, index.has_content, index.content_phash, index.box,
-            index.colour_bins, index.thumbnails, index.has_thumbnail, rule.image_hamming,
+            ra, rb, index.phash, index.has_phash, index.content_slot, index.content_phash, index.box,
+            index.colour_bins, index.thumbnails, index.thumbnail_slot, rule.image_hamming,
             rule.thumbnail_tolerance, rule.rescan_hamming, rule.rescan_tolerance, rule.content_hamming,
             rule.content_tolerance, rule.box_tolerance, rule.colour_tolerance, SAME_BOX)
         outcome, bound = figures[0], figures[1]
@@ -291,8 +310,20 @@ class ImageMatcher:
         pending = np.flatnonzero(outcome >= kernel.SAME_LAYOUT_ALIGNED)
         pending = pending[np.lexsort((rb[pending], ra[pending]))]  # a first image's pairs in a row
         taps, tap_weights = kernel.upsampling_taps(_UP_SCALED)
-        aligned[pending] = kernel.aligned_distances(index.content_thumbnails, taps, tap_weights, _UP_SCALE,
-                                                    ra[pending], rb[pending], bound[pending], _SHIFT)
+
+        def part(span: np.ndarray) -> np.ndarray:  # the kernel releases the GIL: threads share the work
+            return kernel.aligned_distances(index.content_thumbnails, taps, tap_weights, _UP_SCALE,
+                                            index.content_slot[ra[span]], index.content_slot[rb[span]], bound[span],
+                                            _SHIFT)
+
+        threads = min(os.cpu_count() or 1, 8, max(1, len(pending) // _PAIRS_PER_THREAD))
+        if threads <= 1:
+            aligned[pending] = part(pending)
+        else:
+            spans = np.array_split(pending, threads)
+            with ThreadPoolExecutor(threads) as pool:
+                for span, values in zip(spans, pool.map(part, spans)):
+                    aligned[span] = values
         # a MOVED_ALIGNED pair's bound is the largest tolerance of the rules that apply to it
         near = (outcome == kernel.RE_ENCODED) | ((outcome >= kernel.SAME_LAYOUT_ALIGNED) & (aligned <= bound))
         return near, figures, aligned
@@ -315,7 +346,8 @@ class ImageMatcher:
         aligned = None
         if hamming <= rule.image_hamming:
             both = index.has_thumbnail[ia] and index.has_thumbnail[ib]
-            grey = thumbnail_distance(index.thumbnails[ia], index.thumbnails[ib]) if both else None
+            grey = thumbnail_distance(index.thumbnails[index.thumbnail_slot[ia]],
+                                      index.thumbnails[index.thumbnail_slot[ib]]) if both else None
             if grey is None or grey <= rule.thumbnail_tolerance:
                 if grey is not None:
                     evidence["thumbnail"] = round(grey, 2)

@@ -324,7 +324,7 @@ NOT_NEAR, RE_ENCODED, SAME_LAYOUT_ALIGNED, MOVED_ALIGNED = 0, 1, 2, 3
 
 
 @njit(cache=True, nogil=True)
-def judge_pairs(ra, rb, phash, has_phash, has_content, content_phash, box, colours, thumbs, has_thumb,
+def judge_pairs(ra, rb, phash, has_phash, content_slot, content_phash, box, colours, thumbs, thumb_slot,
                 image_hamming, thumbnail_tolerance, rescan_hamming, rescan_tolerance, content_hamming,
                 content_tolerance, box_tolerance, colour_tolerance, same_box):
     """``ImageMatcher._distance`` up to its aligned distance, for index rows ``ra[k]``, ``rb[k]``.
@@ -334,7 +334,8 @@ def judge_pairs(ra, rb, phash, has_phash, has_content, content_phash, box, colou
     the flags and the aligned distance), the aligned distance bound under which the pair is
     near (-1: none), page Hamming distance, colour distance (NaN: not described), grey
     thumbnail distance (NaN: none), content-box distance, content Hamming distance, and whether
-    the re-scan and re-crop rules apply."""
+    the re-scan and re-crop rules apply. ``content_slot`` and ``thumb_slot`` give each row's entry
+    in ``colours`` and ``thumbs`` (-1: none)."""
     m = ra.shape[0]
     outcome = np.zeros(m, dtype=np.int8)
     bound = np.full(m, -1.0)
@@ -352,9 +353,9 @@ def judge_pairs(ra, rb, phash, has_phash, has_content, content_phash, box, colou
             continue
         h = _popcount(phash[a] ^ phash[b])
         hamming[k] = h
-        described = has_content[a] and has_content[b]
+        described = content_slot[a] >= 0 and content_slot[b] >= 0
         if described:
-            c = _pairwise_abs_difference(colours, colours, a, b)
+            c = _pairwise_abs_difference(colours, colours, content_slot[a], content_slot[b])
             if c > colour_tolerance:
                 continue
             colour[k] = c
@@ -364,10 +365,11 @@ def judge_pairs(ra, rb, phash, has_phash, has_content, content_phash, box, colou
             box_distance[k] = d
         if h <= image_hamming:
             grey_ok = True
-            if has_thumb[a] and has_thumb[b]:
+            if thumb_slot[a] >= 0 and thumb_slot[b] >= 0:
+                ta, tb = thumb_slot[a], thumb_slot[b]
                 s = 0
                 for t in range(side):
-                    s += abs(np.int64(thumbs[a, t]) - np.int64(thumbs[b, t]))
+                    s += abs(np.int64(thumbs[ta, t]) - np.int64(thumbs[tb, t]))
                 g = s / side
                 grey_ok = g <= thumbnail_tolerance
                 if grey_ok:
