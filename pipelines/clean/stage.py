@@ -230,6 +230,38 @@ def _convert_rows(questions: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 def _convert_batch(questions: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Each distinct text of the batch converted once (quiz texts repeat thousands of times),
+    then mapped back onto the rows."""
+    problems, choices = questions["problem"], questions["choices"]
+    options = questions.filter(pl.col("choices").list.len() > 0).select(
+        "question_id", pl.col("choices").alias("text"), pl.int_ranges(pl.col("choices").list.len()).alias("index"),
+    ).explode("text", "index")
+    if problems.null_count() or options["text"].null_count():
+        return _convert_batch_row_by_row(questions)  # null texts: the converter's own answer, row by row
+    texts = pl.concat([problems, options["text"]]).unique()
+    results = [convert_text(text) for text in texts.to_list()]
+    converted_text = pl.Series([r.text for r in results], dtype=pl.String)
+    converted = pl.DataFrame({
+        "question_id": questions["question_id"],
+        "problem": problems.replace_strict(texts, converted_text, return_dtype=pl.String),
+        "choices": choices.list.eval(pl.element().replace_strict(texts, converted_text, return_dtype=pl.String)),
+    })
+    failed = pl.DataFrame({"text": texts, "error": [r.error or None for r in results]},
+                          schema={"text": pl.String, "error": pl.String}).drop_nulls("error")
+    if not failed.height:
+        return converted, pl.DataFrame(schema=LATEX_FAILURE_SCHEMA)
+    # in the row-by-row order: by question, a question's problem before its choices
+    row = questions.select("question_id").with_row_index("_row")
+    failures = pl.concat([
+        questions.select("question_id", pl.lit("problem").alias("field"), pl.col("problem").alias("text"),
+                         pl.lit(-1, dtype=pl.Int64).alias("_index")),
+        options.select("question_id", pl.format("choice {}", "index").alias("field"), "text",
+                       pl.col("index").cast(pl.Int64).alias("_index")),
+    ]).join(failed, on="text").join(row, on="question_id").sort("_row", "_index")
+    return converted, failures.select(list(LATEX_FAILURE_SCHEMA)).cast(LATEX_FAILURE_SCHEMA)
+
+
+def _convert_batch_row_by_row(questions: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     problems, failures, new_choices = [], [], []
     for qid, problem, choices in zip(
         questions["question_id"].to_list(), questions["problem"].to_list(), questions["choices"].to_list()

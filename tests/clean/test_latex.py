@@ -450,3 +450,34 @@ def test_the_stage_converts_in_batches_with_the_same_result(monkeypatch):
     batched = clean_stage._convert_rows(questions)
     assert batched[0].equals(whole[0]) and batched[1].equals(whole[1])
     assert batched[0].n_chunks() == 3
+
+
+def test_stage_converts_each_distinct_text_once_with_the_row_by_row_result(monkeypatch):
+    import polars as pl
+
+    from pipelines.clean import stage
+    from pipelines.clean.latex import convert as convert_module
+
+    real_validate = convert_module.validate_formula
+
+    def validate(original, latex):  # a validator that refuses some formulas: the failures path
+        if "7" in original:
+            raise convert_module.LatexValidationError("refused for the test")
+        return real_validate(original, latex)
+
+    monkeypatch.setattr(convert_module, "validate_formula", validate)
+    problems = ["Solve x^2 + 7 = 0", "Compute 3 * 4 = ?", "What is E = mc^2?", "plain words", "Solve x^2 + 7 = 0"]
+    choices = [["x_1 = 7", "x_2 = 2", "none"], None, [], ["a^2", "b^7", "a^2"], ["x_1 = 7", "x_2 = 2", "none"]]
+    questions = pl.DataFrame({
+        "question_id": [f"q{i}" for i in range(40)],
+        "problem": [problems[i % 5] for i in range(40)],
+        "choices": [choices[i % 5] for i in range(40)],
+    }, schema_overrides={"choices": pl.List(pl.String)})
+    convert_module.forget_conversions()
+    converted, failures = stage._convert_rows(questions)
+    convert_module.forget_conversions()
+    expected, expected_failures = stage._convert_batch_row_by_row(questions)
+    convert_module.forget_conversions()
+    assert converted.equals(expected)
+    assert failures.height > 0 and set(failures["field"]) == {"problem", "choice 0", "choice 1"}
+    assert failures.equals(expected_failures)
