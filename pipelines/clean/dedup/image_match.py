@@ -125,18 +125,23 @@ class ImageIndex:
 
     def __init__(self, phash_of: Mapping[str, int], thumbnail_of: Mapping[str, bytes] | None = None,
                  content: Mapping[str, tuple[int, bytes, tuple, bytes]] | None = None):
-        names = list(dict.fromkeys([*phash_of, *(content or {})]))
-        content = content or {}
-        described = [content.get(name) or (None, None, None, None) for name in names]
-        self._build(pl.DataFrame({
-            "name": names,
-            "phash": [phash_of.get(name) for name in names],
-            "thumbnail": [(thumbnail_of or {}).get(name) for name in names],
-            "content_phash": [c[0] for c in described],
-            "content_thumbnail": [c[1] for c in described],
-            "content_box": [None if c[2] is None else list(c[2]) for c in described],
-            "colours": [c[3] for c in described],
-        }, schema=_DESCRIPTOR_SCHEMA))
+        names = list(phash_of) if not content else list(dict.fromkeys([*phash_of, *content]))
+        columns = {"name": names,
+                   "phash": list(phash_of.values()) if not content else [phash_of.get(n) for n in names]}
+        if thumbnail_of:
+            columns["thumbnail"] = [thumbnail_of.get(name) for name in names]
+        if content:
+            described = [content.get(name) or (None, None, None, None) for name in names]
+            columns.update({
+                "content_phash": [c[0] for c in described],
+                "content_thumbnail": [c[1] for c in described],
+                "content_box": [None if c[2] is None else list(c[2]) for c in described],
+                "colours": [c[3] for c in described],
+            })
+        frame = pl.DataFrame(columns, schema={k: _DESCRIPTOR_SCHEMA[k] for k in columns})
+        self._build(frame.with_columns(pl.lit(None, dtype=dtype).alias(name)
+                                       for name, dtype in _DESCRIPTOR_SCHEMA.items() if name not in columns),
+                    unique_names=True)
 
     @classmethod
     def from_table(cls, images: pl.DataFrame) -> "ImageIndex":
@@ -147,10 +152,12 @@ class ImageIndex:
             for name in _DESCRIPTOR_SCHEMA).cast(_DESCRIPTOR_SCHEMA))
         return index
 
-    def _build(self, frame: pl.DataFrame) -> None:
+    def _build(self, frame: pl.DataFrame, unique_names: bool = False) -> None:
         """Arrays of the descriptors, one row per image in name order, from a frame of
         ``_DESCRIPTOR_SCHEMA`` (a name's first row counts; malformed descriptors count as missing)."""
-        frame = frame.unique("name", keep="first", maintain_order=True).sort("name")
+        if not unique_names:
+            frame = frame.unique("name", keep="first", maintain_order=True)
+        frame = frame.sort("name")
         self._names = frame["name"]
         self._rows = pl.Series(np.arange(frame.height, dtype=np.int64))
         self.row_of = dict(zip(self._names.to_list(), range(frame.height)))
