@@ -283,10 +283,11 @@ bench/paper_scale.py --no-incremental`, summed per stage.
 ## What bounds the remaining figures
 
 - Build / floor: the floor writes picture bytes at disk speed; the build's largest stages are
-  dedup (Python: text forms, the greedy grouping and family union over confirmed pairs, the
-  descriptor confirmations), the image index (PNG decoding and four Pillow resizes per picture),
-  the CogME tagger (Python regex rules) and the export (Parquet encoding, writing and hashing
-  7.6 GiB of embedded pictures). Two cores cap any parallel gain at 2x.
+  dedup (diffuse Polars and Python work over ~1 M questions: text forms, candidate blocks, the
+  greedy grouping and family classes; image pairs are judged in compiled batches), the image
+  index (PNG decoding and four Pillow resizes per picture, on both cores) and the export (Parquet
+  writing and hashing of 7 GiB of embedded pictures, at about the floor's byte rate). Two cores
+  cap any parallel gain at 2x.
 - Rebuilds after a change (`bench/paper_scale.py`: 1% = 8/10 of the changed rows edited in place, a
   number, an inserted word or an option text, 1/10 removed, 1/10 new, drawn by a seeded generator;
   the 0.1% rebuild runs on top of the 1% one): LaTeX, shuffle, tags and the split reuse every row
