@@ -375,13 +375,7 @@ class ImageMatcher:
             return None
         if aligned is None:
             aligned = aligned_distance(index.fine_thumbnail(ia), index.fine_thumbnail(ib))
-        evidence.update(content_hamming=content_hamming, box=box, aligned=round(aligned, 2))
-        # a page that hardly moved leaves no misalignment to forgive
-        if rescanned and aligned <= (rule.content_tolerance if box <= SAME_BOX else rule.rescan_tolerance):
-            return {"image": "re-scanned", **evidence}
-        if recropped and aligned <= rule.content_tolerance:
-            return {"image": "re-cropped", **evidence}
-        return None
+        return _moved(evidence, rescanned, recropped, content_hamming, box, aligned, rule)
 
     def near(self, a: str, b: str) -> bool:
         return self.distance(a, b) is not None
@@ -428,7 +422,14 @@ def _evidence(outcome, bound, hamming, colour, grey, box, content_hamming, resca
         if aligned <= bound:
             return {"image": "re-encoded", **evidence, "aligned": round(aligned, 2)}
         return None
+    return _moved(evidence, rescanned, recropped, content_hamming, box, aligned, rule)
+
+
+def _moved(evidence: dict, rescanned: bool, recropped: bool, content_hamming: int, box: int, aligned: float,
+           rule: MatchRule) -> dict | None:
+    """The verdict on a pair the re-scan or re-crop rule applies to, given its aligned distance."""
     evidence.update(content_hamming=content_hamming, box=box, aligned=round(aligned, 2))
+    # a page that hardly moved leaves no misalignment to forgive
     if rescanned and aligned <= (rule.content_tolerance if box <= SAME_BOX else rule.rescan_tolerance):
         return {"image": "re-scanned", **evidence}
     if recropped and aligned <= rule.content_tolerance:
