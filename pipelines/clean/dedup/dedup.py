@@ -62,7 +62,7 @@ from pipelines.clean.dedup.image_index import band_layout
 from pipelines.store.row_reuse import row_digests
 from pipelines.store.lake import empty_frame
 from pipelines.store.records import QUARANTINE_SCHEMA
-from pipelines.clean.dedup.image_match import NO_HASH, ImageIndex, ImageMatcher, MatchRule
+from pipelines.clean.dedup.image_match import NO_HASH, ImageIndex, ImageMatcher, MatchRule, splitmix64
 from pipelines.clean.dedup.normalize import canonical_text, normalize_text
 
 STAGE = "dedup"
@@ -176,14 +176,6 @@ class TextForms:
 
 def _key64(*parts: str) -> int:
     return int.from_bytes(hashlib.blake2b("\x1f".join(parts).encode("utf-8"), digest_size=8).digest(), "big")
-
-
-def splitmix64(x: np.ndarray) -> np.ndarray:
-    """The splitmix64 finalizer, element-wise on a uint64 array (returns a new array)."""
-    x = np.asarray(x, dtype=np.uint64)
-    x = (x ^ (x >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> _U64(27))) * _U64(0x94D049BB133111EB)
-    return x ^ (x >> _U64(31))
 
 
 def _mix(acc: np.ndarray, value) -> np.ndarray:

@@ -95,7 +95,9 @@ _DESCRIPTOR_SCHEMA = {
 _DIGEST_SEED = np.uint64(0x1D2E3F4A5B6C7D8E)
 
 
-def _splitmix64(x: np.ndarray) -> np.ndarray:
+def splitmix64(x: np.ndarray) -> np.ndarray:
+    """The splitmix64 finalizer, element-wise on a uint64 array (returns a new array)."""
+    x = np.asarray(x, dtype=np.uint64)
     x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return x ^ (x >> np.uint64(31))
@@ -212,7 +214,7 @@ class ImageIndex:
                                   self.colour_bins[slots].view(np.uint64)]
                     folded = np.full(len(chunk), _DIGEST_SEED, dtype=np.uint64)
                     for column in np.concatenate(parts, axis=1).T:
-                        folded = _splitmix64(folded ^ column)
+                        folded = splitmix64(folded ^ column)
                     digest[chunk] = folded
         return digest
 
