@@ -237,7 +237,7 @@ class ImageIndex:
         if cached is None:
             from pipelines.clean.dedup.pair_kernel import upsample  # numba: loaded on first use
 
-            cached = self._fine[row] = upsample(self.content_thumbnails[self.content_slot[row]], _UP)
+            cached = self._fine[row] = upsample(self.content_thumbnails[self.content_slot[row]], _UP_SCALED, _UP_SCALE)
         return cached
 
     def colour_distance(self, a: int, b: int) -> float:

@@ -396,31 +396,6 @@ def judge_pairs(ra, rb, phash, has_phash, content_slot, content_phash, box, colo
     return outcome, bound, hamming, colour, grey, box_distance, chamming, rescanned, recropped
 
 
-@njit(cache=True, nogil=True)
-def upsample(thumb, weights):
-    """``weights @ thumb @ weights.T`` per channel of a (S, S, C) uint8 thumbnail: (F, F, C) float64,
-    summed in a fixed order (weights are (F, S), a few nonzero per row)."""
-    fine_side, side = weights.shape
-    channels = thumb.shape[2]
-    rows = np.zeros((fine_side, side, channels))
-    for i in range(fine_side):
-        for p in range(side):
-            w = weights[i, p]
-            if w != 0.0:
-                for q in range(side):
-                    for c in range(channels):
-                        rows[i, q, c] += w * thumb[p, q, c]
-    out = np.zeros((fine_side, fine_side, channels))
-    for i in range(fine_side):
-        for j in range(fine_side):
-            for q in range(side):
-                w = weights[j, q]
-                if w != 0.0:
-                    for c in range(channels):
-                        out[i, j, c] += rows[i, q, c] * w
-    return out
-
-
 # Sums of integer-valued float64 below 2**53 are exact in any order: the kernels below may let
 # the compiler reorder (vectorize) them without changing a bit of the result.
 _EXACT_SUMS = {"reassoc"}
@@ -428,7 +403,7 @@ _EXACT_SUMS = {"reassoc"}
 
 @njit(cache=True, nogil=True, fastmath=_EXACT_SUMS)
 def _upsample_scaled(thumb, taps, tap_weights, rows, out):
-    """``upsample(thumb, weights / scale) * scale**2`` for integer weights (F, S) given as two taps
+    """``upsample(thumb, weights, scale) * scale**2`` for integer weights (F, S) given as two taps
     per output index (``taps`` (F, 2) indices, ``tap_weights`` (F, 2) integer-valued floats), as
     rows of (F, F * C) integer-valued float64. ``rows``: (F, S, C) float64 scratch."""
     fine_side = taps.shape[0]
@@ -455,7 +430,7 @@ def _row_difference(a, b, width):
 
 @njit(cache=True, nogil=True)
 def aligned_distances(thumbs, taps, tap_weights, scale, ra, rb, bound, shift):
-    """``aligned_distance(upsample(thumbs[ra[k]]), upsample(thumbs[rb[k]]), shift)`` per pair, exact
+    """``aligned_distance(upsample(thumbs[ra[k]], ...), upsample(thumbs[rb[k]], ...), shift)`` per pair, exact
     when it is at most ``bound[k]``; above it, some value above ``bound[k]`` (shifts are abandoned
     early). ``taps``, ``tap_weights``: the upsampling weights times ``scale``, all integers, as two
     taps per output index (``upsampling_taps``): every upsampled value times ``scale**2`` is an
@@ -503,6 +478,17 @@ def aligned_distances(thumbs, taps, tap_weights, scale, ra, rb, bound, shift):
                 best = min(best, total / (cells * units))
         out[k] = best
     return out
+
+
+def upsample(thumb: np.ndarray, weights: np.ndarray, scale: int) -> np.ndarray:
+    """``(weights / scale) @ thumb @ (weights / scale).T`` per channel of a (S, S, C) uint8 thumbnail,
+    as (F, F, C) float64, for integer ``weights`` (F, S) with at most two taps per row: the sums are
+    of integers, so the values are exact (and those ``aligned_distances`` compares)."""
+    taps, tap_weights = upsampling_taps(weights)
+    side, channels = weights.shape[0], thumb.shape[2]
+    out = np.zeros((side, side * channels))
+    _upsample_scaled(thumb, taps, tap_weights, np.zeros((side, thumb.shape[1], channels)), out)
+    return (out / (scale * scale)).reshape(side, side, channels)
 
 
 def upsampling_taps(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
