@@ -563,7 +563,9 @@ def _reference_pairs(c, only=None):
     return out
 
 
-def test_compiled_candidate_pairs_follow_the_rule_pair_by_pair():
+@pytest.mark.parametrize("threaded", [False, True])
+def test_compiled_candidate_pairs_follow_the_rule_pair_by_pair(threaded, monkeypatch):
+    from pipelines.clean.dedup import pair_kernel
     from pipelines.clean.dedup.dedup import _Candidates
     from pipelines.clean.dedup.image_match import ImageIndex
     from pipelines.clean.dedup.phash import COLOUR_BINS, CONTENT_BYTES
@@ -600,6 +602,12 @@ def test_compiled_candidate_pairs_follow_the_rule_pair_by_pair():
     config = DedupConfig(small_block=20)
     candidates = _Candidates(keys, problem, opts, index, config)
     assert candidates.large.any() and not candidates.large.all()
+    parts = []
+    if threaded:  # the blocks cut into parts for threads, whatever the machine
+        monkeypatch.setattr(pair_kernel, "_BLOCK_COST_PER_THREAD", 1)
+        monkeypatch.setattr(pair_kernel.os, "cpu_count", lambda: 3)
+        plain = pair_kernel.block_pairs
+        monkeypatch.setattr(pair_kernel, "block_pairs", lambda *args: parts.append(len(args[1])) or plain(*args))
 
     def produced(only=None):
         return {(int(x), int(y)) for a, b in candidates.pairs(only) for x, y in zip(a, b)}
@@ -609,6 +617,7 @@ def test_compiled_candidate_pairs_follow_the_rule_pair_by_pair():
     assert len(whole) > 100
     only = rng.random(m) < 0.1
     assert produced(only) == _reference_pairs(candidates, only)
+    assert (len(parts) > 2) == threaded
 
 
 # ---- canonical text: what near-duplicate confirmation compares --------------------------------

@@ -479,7 +479,7 @@ class _Candidates:
         asked of many pictures) rows pair when they share a band of a page hash (radius
         ``large_block_hamming``: 13 bands of 5 bits for the re-scan radius would make most of a
         big block candidates) or of a content hash (radius ``content_hamming``)."""
-        from pipelines.clean.dedup.pair_kernel import block_pairs  # compiled on first use
+        from pipelines.clean.dedup.pair_kernel import block_pairs_threaded  # compiled on first use
 
         cfg = self.config
         imaged = self.imaged
@@ -507,7 +507,7 @@ class _Candidates:
             opt_hash = np.zeros((self.m, 1), dtype=np.uint64)
             opt_content = np.zeros((self.m, 1), dtype=bool)
             opt_chash = np.zeros((self.m, 1), dtype=np.uint64)
-        a, b = block_pairs(
+        a, b = block_pairs_threaded(
             order.astype(np.int64), starts[blocks].astype(np.int64), sizes[blocks].astype(np.int64),
             only_mask, use_only, self.large, self.has_prob, self.prob_hashed, self.prob_hash, self.prob_content,
             self.prob_chash, self.image_id.astype(np.int64), self.opt_count, opt_row, opt_hash, opt_content,

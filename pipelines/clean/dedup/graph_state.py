@@ -24,6 +24,7 @@ from typing import Callable, Iterable
 import numpy as np
 import polars as pl
 
+from pipelines.clean.dedup.image_index import sorted_unique
 from pipelines.store.atomic import atomic_write_text
 from pipelines.store.lake import write_table
 from pipelines.store.memo import file_identity
@@ -93,7 +94,7 @@ def unique_edges(parts: list[tuple[np.ndarray, np.ndarray]], m: int) -> tuple[np
     packed = [a.astype(np.int64) * np.int64(m) + b for a, b in parts if len(a)]
     if not packed:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-    packed = np.unique(np.concatenate(packed))
+    packed = sorted_unique(np.concatenate(packed))
     return packed // m, packed % m
 
 

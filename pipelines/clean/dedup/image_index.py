@@ -79,7 +79,7 @@ class MultiIndexHashIndex:
                     found.append(self._order[j][a:b])
         if not found:
             return np.empty(0, dtype=np.int64)
-        cand = np.unique(np.concatenate(found))
+        cand = sorted_unique(np.concatenate(found))
         dist = np.bitwise_count(self.hashes[cand] ^ value)
         return cand[dist <= radius].astype(np.int64)
 
@@ -107,13 +107,20 @@ class MultiIndexHashIndex:
         return pairs
 
 
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` for a 1-D array, by sorting: NumPy 2.4's plain ``np.unique`` takes a
+    hash-table path that is ~80x slower on millions of packed pair indices (3.4 s vs 0.04 s)."""
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]]
+
+
 def unique_pairs(pairs: np.ndarray, n: int) -> np.ndarray:
     """Distinct rows of a (k, 2) array of indices below n, sorted lexicographically."""
     if not len(pairs):
         return np.empty((0, 2), dtype=np.int64)
-    packed = pairs[:, 0].astype(np.int64) * np.int64(n) + pairs[:, 1]
-    packed.sort()
-    packed = packed[np.r_[True, packed[1:] != packed[:-1]]]
+    packed = sorted_unique(pairs[:, 0].astype(np.int64) * np.int64(n) + pairs[:, 1])
     return np.column_stack([packed // n, packed % n])
 
 

@@ -16,6 +16,9 @@ Numba is imported with this module; import it where it is used (Dagster definiti
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 from numba import njit
 
@@ -257,6 +260,30 @@ def block_pairs(members, starts, sizes, only, use_only, large, has_prob, prob_ha
                             out_a, out_b, count)
                 lo = hi
     return out_a[:count].copy(), out_b[:count].copy()
+
+
+_BLOCK_COST_PER_THREAD = 200_000  # below this many estimated comparisons per thread, one thread
+
+
+def block_pairs_threaded(members, starts, sizes, *arrays):
+    """``block_pairs`` over the blocks, shared by threads (the kernel releases the GIL): the
+    blocks are cut into consecutive parts of about equal estimated cost and the parts' pairs
+    are concatenated in block order, so the result is the single-threaded one."""
+    cost = sizes * np.minimum(sizes, 32)  # a large block is banded: its cost grows about linearly
+    threads = min(os.cpu_count() or 1, 8, max(1, int(cost.sum()) // _BLOCK_COST_PER_THREAD))
+    if threads <= 1 or len(sizes) < 2:
+        return block_pairs(members, starts, sizes, *arrays)
+    parts = threads * 4  # a few parts per thread even out a part that holds one huge block
+    cuts = np.searchsorted(np.cumsum(cost), np.arange(1, parts) * (cost.sum() / parts))
+    bounds = np.unique(np.r_[0, cuts, len(sizes)])
+
+    def part(k: int):
+        lo, hi = bounds[k], bounds[k + 1]
+        return block_pairs(members, starts[lo:hi], sizes[lo:hi], *arrays)
+
+    with ThreadPoolExecutor(threads) as pool:
+        results = list(pool.map(part, range(len(bounds) - 1)))
+    return np.concatenate([a for a, _ in results]), np.concatenate([b for _, b in results])
 
 
 @njit(cache=True, nogil=True)
