@@ -32,17 +32,21 @@ def option_permutation(question_id: str, num_options: int, seed: int) -> list[in
 
 def _permute(question_ids: list[str], num_options, answers, seed: int, keep=None):
     """``option_permutation`` of many questions at once (the same draws, vectorized per option
-    count), and each answer's new position (-1 stays -1). Rows where the boolean array
-    ``keep`` is true get the identity permutation."""
+    count) as a ``List(Int64)`` Series, and each answer's new position (-1 stays -1). Rows where
+    the boolean array ``keep`` is true get the identity permutation."""
     import numpy as np
+    import pyarrow as pa
 
     n = len(question_ids)
     digests = b"".join(hashlib.sha256(f"shuffle:{seed}:{qid}".encode()).digest() for qid in question_ids)
     draws = np.frombuffer(digests, dtype=">u8").reshape(n, 4).astype(np.uint64)
-    perms: list = [None] * n
+    counts = np.asarray(num_options, dtype=np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    flat = np.empty(int(offsets[-1]), dtype=np.int64)  # the permutations end to end, row by row
     new_answers = np.full(n, -1, dtype=np.int64)
-    for k in np.unique(num_options).tolist():
-        rows = np.flatnonzero(num_options == k)
+    for k in sorted(set(counts.tolist())):
+        rows = np.flatnonzero(counts == k)
         perm = np.tile(np.arange(k, dtype=np.int64), (len(rows), 1))
         at = np.arange(len(rows))
         for step, i in enumerate(range(k - 1, 0, -1)):
@@ -61,10 +65,11 @@ def _permute(question_ids: list[str], num_options, answers, seed: int, keep=None
         if lost.any():
             r = int(rows[np.flatnonzero(lost)[0]])
             raise ValueError(f"answer_idx {int(answers[r])} is not an option of question {question_ids[r]}")
-        new_answers[rows[known]] = match[known].argmax(axis=1)
-        for r, p in zip(rows.tolist(), perm.tolist()):
-            perms[r] = p
-    return perms, new_answers
+        if k:
+            new_answers[rows[known]] = match[known].argmax(axis=1)
+        flat[(offsets[rows][:, None] + np.arange(k)).ravel()] = perm.ravel()
+    perms = pl.from_arrow(pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(flat)))
+    return perms.cast(pl.List(pl.Int64)).rename("permutation"), new_answers
 
 
 def option_orders(questions: pl.DataFrame) -> pl.Series:
@@ -87,16 +92,15 @@ def shuffle_options(questions: pl.DataFrame, seed: int) -> pl.DataFrame:
     ``answer_idx`` of -1 (answer unknown) stays -1.
     """
     num_options = (
-        questions.select(pl.coalesce(pl.col("choices").list.len(), pl.col("choice_images").list.len()))
+        questions.select(pl.coalesce(pl.col("choices").list.len(), pl.col("choice_images").list.len(), 0))
         .to_series()
         .to_numpy()
     )
     shuffle = option_orders(questions)
     keep = shuffle.str.starts_with(KEPT_ORDER_PREFIX).fill_null(False).to_numpy()
-    perms, new_answers = _permute(
+    perm, new_answers = _permute(
         questions["question_id"].to_list(), num_options, questions["answer_idx"].to_numpy(), seed, keep
     )
-    perm = pl.Series("permutation", perms, dtype=pl.List(pl.Int64))
     return questions.with_columns(
         pl.col("choices").list.gather(perm),
         pl.col("choice_images").list.gather(perm),

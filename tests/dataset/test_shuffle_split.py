@@ -52,6 +52,23 @@ def test_shuffle_keeps_the_answer_content_and_records_the_permutation():
     assert first["text"].to_list() == shuffled.row(0, named=True)["choices"]
 
 
+def test_batched_permutations_are_the_per_question_ones_for_every_option_count():
+    counts = [2, 7, 3, 12, 5, 2, 10, 4, 6, 12, 3]  # past 5 options the digest's 32 bytes run out
+    frame = pl.DataFrame(
+        {"question_id": [qid(i) for i in range(len(counts))] + ["bare"],
+         "choices": [[f"o{j}" for j in range(k)] for k in counts] + [None],
+         "choice_images": [None] * (len(counts) + 1),
+         "answer_idx": [k - 1 for k in counts] + [-1]},
+        schema_overrides={"choices": pl.List(pl.String), "choice_images": pl.List(pl.String)},
+    )
+    out = shuffle_options(frame, seed=11)
+    for row, k in zip(out.iter_rows(named=True), counts):
+        assert row["permutation"] == option_permutation(row["question_id"], k, 11)
+        assert row["choices"][row["answer_idx"]] == f"o{k - 1}"
+    assert out.row(len(counts), named=True)["permutation"] == []  # no options: nothing to permute
+    assert out.schema["permutation"] == pl.List(pl.Int64)
+
+
 def test_unknown_answer_stays_unknown_and_image_options_shuffle():
     frame = pl.DataFrame(
         {"question_id": ["q1"], "choices": [None], "choice_images": [["h0", "h1", "h2"]], "answer_idx": [-1]},
