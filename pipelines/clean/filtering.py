@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 
+import numpy as np
 import polars as pl
 
 from pipelines.store.records import QUARANTINE_SCHEMA
@@ -55,8 +56,12 @@ def cap_per_skill(questions: pl.DataFrame, cap: int = DEFAULT_CAP_PER_SKILL, see
         raise ValueError(f"the per-skill cap must be positive, got {cap}")
     if questions.height == 0:
         return questions, _quarantine_frame(questions, "cap", "")
+    # only a skill over the cap needs its questions' rank keys (in the others all are kept)
+    crowded = questions.select(pl.len().over(["subject", "skill"]) > cap).to_series().to_numpy()
+    keys = np.zeros(questions.height, dtype=np.uint64)
+    keys[crowded] = [cap_rank_key(qid, seed) for qid in questions["question_id"].filter(crowded).to_list()]
     ranked = questions.with_columns(
-        pl.Series("_cap_key", [cap_rank_key(qid, seed) for qid in questions["question_id"].to_list()], dtype=pl.UInt64)
+        pl.Series("_cap_key", keys, dtype=pl.UInt64)
     ).with_columns(
         pl.col("_cap_key").rank("ordinal").over(["subject", "skill"]).alias("_cap_rank")
     )

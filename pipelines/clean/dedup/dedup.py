@@ -434,13 +434,15 @@ class _Candidates:
             names = [x for xs in option_images if xs is not None for x in xs]
             column = np.arange(len(names)) - np.repeat(np.cumsum(self.opt_count) - self.opt_count, self.opt_count)
             rows = index.rows(names)
-            unknown = np.fromiter((_key64(x) for x in names), dtype=np.uint64, count=len(names))
             self.opt = np.full((m, width), -2, dtype=np.int64)  # -2: no option here
             self.opt[owners, column] = rows
             self.opt_hash = np.zeros((m, width), dtype=np.uint64)
             # an undescribed option image: a hash of its name, far from everything in practice
             hashed = (rows >= 0) & index.has_phash[rows]
-            self.opt_hash[owners, column] = np.where(hashed, index.phash[rows], unknown)
+            hashes = index.phash[rows]
+            for k in np.flatnonzero(~hashed).tolist():
+                hashes[k] = _key64(names[k])
+            self.opt_hash[owners, column] = hashes
             self.opt_content = np.zeros((m, width), dtype=bool)
             self.opt_content[owners, column] = (rows >= 0) & index.has_content[rows]
             self.opt_chash = np.zeros((m, width), dtype=np.uint64)
