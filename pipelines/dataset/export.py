@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -131,6 +132,26 @@ class ExportResult:
 SHARD_INPUT_COLUMNS = ("subject", "grade", "skill", "problem", "problem_image", "choices", "choice_images", "answer_idx")
 
 
+_BINARY_LIMIT = 2**31 - 1  # a binary array's 32-bit offsets address this many bytes
+
+
+def binary_array(values: list[bytes | None]) -> pa.Array:
+    """``pa.array(values, type=pa.binary())``, built from one joined buffer: ~10x faster for
+    pictures (Arrow's builder copies and grows per value)."""
+    n = len(values)
+    present = np.fromiter((v is not None for v in values), dtype=bool, count=n)
+    lengths = np.fromiter((0 if v is None else len(v) for v in values), dtype=np.int64, count=n)
+    if int(lengths.sum()) > _BINARY_LIMIT:
+        return pa.array(values, type=pa.binary())  # Arrow says what does not fit
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    data = b"".join(v for v in values if v is not None)
+    nulls = n - int(present.sum())
+    validity = pa.py_buffer(np.packbits(present, bitorder="little")) if nulls else None
+    return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)],
+                                 null_count=nulls)
+
+
 def _split_table(rows: pa.Table, store: ImageStore, public_test: bool, *, converted: Path | None = None) -> pa.Table:
     """One shard's table in the release schema; each picture of the shard is read once and
     copied once, straight into the column that holds it."""
@@ -145,7 +166,7 @@ def _split_table(rows: pa.Table, store: ImageStore, public_test: bool, *, conver
             pictures[image_hash] = png_bytes(store, image_hash, converted)
 
     def embedded(hashes: list[str | None]) -> pa.Array:
-        return pa.array([pictures.get(h) for h in hashes], type=pa.binary())
+        return binary_array([pictures.get(h) for h in hashes])
 
     pic_choice = pc.is_valid(choice_images)
     choices_pic = pa.ListArray.from_arrays(

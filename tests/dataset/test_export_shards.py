@@ -165,3 +165,26 @@ def test_the_answer_key_lines_are_json_dumps_of_each_test_row(ids):
     assert answer_key_text(with_null) == "".join(
         json.dumps({"index": i, "question_id": q, "answer_idx": a}) + "\n" for i, q, a in with_null.rows())
     assert answer_key_text(test.clear()) == ""
+
+
+@pytest.mark.parametrize("values", [
+    [b"\x89PNG a", None, b"", b"xyz" * 1000, None],
+    [None, None],
+    [],
+    [b"only"],
+])
+def test_binary_array_is_arrows_own(values):
+    from pipelines.dataset.export import binary_array
+
+    built = binary_array(values)
+    assert built.equals(pa.array(values, type=pa.binary()))
+    assert built.to_pylist() == values
+    assert built.null_count == sum(v is None for v in values)
+
+
+def test_binary_array_past_32_bit_offsets_is_left_to_arrow(monkeypatch):
+    from pipelines.dataset import export as module
+
+    monkeypatch.setattr(module, "_BINARY_LIMIT", 4)  # as if the values held more than 2 GiB
+    built = module.binary_array([b"abc", None, b"de"])
+    assert built.to_pylist() == [b"abc", None, b"de"]
