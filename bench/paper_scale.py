@@ -10,7 +10,10 @@
    the same total size as the build's outputs;
 4. (timed) a no-change rebuild, a rebuild after 1% of the raw rows changed and then one after
    0.1% changed (edits, removals and additions: ``change_rows``), as ratios to the full build,
-   with each stage's wall and CPU seconds and the rows it reused and computed.
+   with each stage's wall and CPU seconds and the rows it reused and computed;
+5. (untimed; ``--no-scratch-check`` skips it) a build from scratch of the same input in a home
+   beside this one, compared with the rebuilt home: every lake and export file byte for byte and
+   every warehouse table's contents (``compare_homes``).
 
 ``--profile STAGE`` runs cProfile around one stage of the full build and prints its top functions.
 """
@@ -18,10 +21,12 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -231,6 +236,126 @@ def io_floor(home: DataHome, output_bytes: int, scratch: Path) -> dict:
             "output_bytes": output_bytes, "written_bytes": written, "passes": passes}
 
 
+# lake/state holds run bookkeeping (stage fingerprints, row memos, dedup graphs, the export shard
+# record): not outputs. The split ledger there is the dataset's memory: compared, and a build from
+# scratch starts from the ledger the rebuild started from (as tests/end_to_end/test_incremental_equivalence.py).
+STATE = "lake/state/"
+LEDGER = "lake/state/split_ledger.parquet"
+RAW = "lake/raw_questions/"
+
+
+def compared_files(root: Path) -> dict[str, Path]:
+    """The files a rebuild and a build from scratch must write byte for byte: every file of the
+    lake and the export, except the raw store (the input), lake/state but the split ledger, and
+    hidden files (the previous export kept for rollback)."""
+    found = {}
+    for top in ("lake", "export"):
+        for path in sorted((root / top).rglob("*")):
+            rel = path.relative_to(root)
+            name = rel.as_posix()
+            if (not path.is_file() or any(part.startswith(".") for part in rel.parts) or name.startswith(RAW)
+                    or (name.startswith(STATE) and not name.startswith(LEDGER))):
+                continue
+            found[name] = path
+    return found
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    if a.stat().st_size != b.stat().st_size:
+        return False
+    digests = []
+    for path in (a, b):
+        with open(path, "rb") as f:
+            digests.append(hashlib.file_digest(f, "sha256").hexdigest())
+    return digests[0] == digests[1]
+
+
+def warehouse_differences(a: Path, b: Path) -> tuple[int, list[str]]:
+    """(tables, names of those that differ) between two warehouse files. The file itself is not
+    byte-stable, so, as the demo-scale test does, what is compared is its contents: the list of
+    tables, each table's columns and its rows as a multiset (EXCEPT ALL both ways, in DuckDB:
+    paper-scale tables do not fit in Python lists twice), and the views' SQL."""
+    con = duckdb.connect()
+    con.execute("SET memory_limit = '2GB'")
+    try:
+        con.execute(f"ATTACH '{a}' AS rebuilt (READ_ONLY)")
+        con.execute(f"ATTACH '{b}' AS scratch (READ_ONLY)")
+
+        def tables(db: str) -> set[tuple[str, str]]:
+            return set(con.execute("SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ?",
+                                   [db]).fetchall())
+
+        def views(db: str) -> list:
+            return con.execute("SELECT schema_name, view_name, sql FROM duckdb_views() "
+                               "WHERE NOT internal AND database_name = ? ORDER BY ALL", [db]).fetchall()
+
+        ours, theirs = tables("rebuilt"), tables("scratch")
+        differing = [f"{s}.{t} (in one warehouse only)" for s, t in sorted(ours ^ theirs)]
+        for schema, table in sorted(ours & theirs):
+            a_name, b_name = f'rebuilt."{schema}"."{table}"', f'scratch."{schema}"."{table}"'
+            same = con.execute(f"DESCRIBE {a_name}").fetchall() == con.execute(f"DESCRIBE {b_name}").fetchall()
+            same = same and all(con.execute(f"SELECT count(*) FROM (SELECT * FROM {x} EXCEPT ALL SELECT * FROM {y})"
+                                            ).fetchone()[0] == 0 for x, y in ((a_name, b_name), (b_name, a_name)))
+            if not same:
+                differing.append(f"{schema}.{table}")
+        if views("rebuilt") != views("scratch"):
+            differing.append("(views)")
+        return len(ours | theirs), differing
+    finally:
+        con.close()
+
+
+def compare_homes(rebuilt: Path, scratch: Path) -> dict:
+    """A rebuilt home against a home built from scratch: which output files and warehouse tables differ."""
+    ours, theirs = compared_files(rebuilt), compared_files(scratch)
+    differing = [f"{name} (in one home only)" for name in sorted(set(ours) ^ set(theirs))]
+    differing += [name for name in sorted(set(ours) & set(theirs)) if not _same_bytes(ours[name], theirs[name])]
+    tables, differing_tables = warehouse_differences(rebuilt / "warehouse.duckdb", scratch / "warehouse.duckdb")
+    return {"identical": not differing and not differing_tables, "files": len(set(ours) | set(theirs)),
+            "tables": tables, "differing_files": differing, "differing_tables": differing_tables}
+
+
+def start_scratch_home(home: DataHome) -> DataHome:
+    """A fresh home beside ``home`` holding the split ledger ``home`` has now (call it right before
+    the rebuild that is to be checked)."""
+    scratch = DataHome(home.root.parent / f"{home.root.name}-scratch")
+    shutil.rmtree(scratch.root, ignore_errors=True)
+    state = scratch.lake / "state"
+    state.mkdir(parents=True)
+    for path in (home.lake / "state").glob("split_ledger.parquet*"):
+        shutil.copy2(path, state / path.name)
+    return scratch
+
+
+def scratch_check(home: DataHome, scratch: DataHome) -> dict:
+    """Build ``scratch`` from ``home``'s raw store (copied) and image store (linked) and compare its
+    outputs with ``home``'s. The build runs in a new process, as a build from scratch would: nothing
+    this process holds (memos, its hash seed) can make the two agree."""
+    shutil.copytree(home.lake / "raw_questions", scratch.lake / "raw_questions")
+    scratch.images.symlink_to(home.images, target_is_directory=True)
+    print("build from scratch, in a new process (untimed for the goals):", flush=True)
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import paper_scale as ps; "
+            "home = ps.DataHome(ps.Path(sys.argv[2])); "
+            "ps.run_build(home, ps.BuildSettings(home=sys.argv[2]), ps.PeakSampler(), 'scratch')")
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code, str(ROOT / "bench"), str(scratch.root)], check=True, cwd=ROOT)
+    build_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    result = compare_homes(home.root, scratch.root)
+    result["build_seconds"] = build_seconds
+    result["compare_seconds"] = time.perf_counter() - start
+    return result
+
+
+def scratch_verdict(result: dict, show: int = 10) -> str:
+    if result["identical"]:
+        return f"rebuild vs scratch: identical ({result['files']} files, {result['tables']} tables)"
+    files, tables = result["differing_files"], result["differing_tables"]
+    listed = (files + tables)[:show]
+    return (f"rebuild vs scratch: DIFFERENT ({len(files)} of {result['files']} files, {len(tables)} of "
+            f"{result['tables']} tables differ); first: " + ", ".join(listed))
+
+
 def change_rows(home: DataHome, fraction: float, seed: int) -> dict:
     """Change ``fraction`` of the raw rows the way a crawled site changes: of the changed rows,
     8 in 10 are edited in place (a number in the problem changed, a word inserted mid-sentence,
@@ -288,6 +413,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--image-pool", type=int, default=None, help="drawings per kind (0: render every image)")
     ap.add_argument("--keep-input", action="store_true", help="reuse the raw store already in --home")
     ap.add_argument("--no-incremental", action="store_true")
+    ap.add_argument("--no-scratch-check", action="store_true",
+                    help="skip the build from scratch that the rebuilt outputs are compared with")
     ap.add_argument("--profile", default="", help="cProfile this stage of the full build")
     ap.add_argument("--json", default="", help="write the figures here")
     args = ap.parse_args(argv)
@@ -341,7 +468,10 @@ def main(argv=None) -> dict:
         figures["nochange"] = nochange
         figures["nochange_ratio"] = nochange["seconds"] / full["seconds"]
         save()
+        scratch = None
         for label, key, fraction, seed in (("1%-change", "onepct", 0.01, 1), ("0.1%-change", "tenthpct", 0.001, 2)):
+            if key == "tenthpct" and not args.no_scratch_check:
+                scratch = start_scratch_home(home)
             changes = change_rows(home, fraction, seed)
             print(f"{label} rebuild ({changes['changed']} of {changes['rows']} raw rows: {changes['edited']} edited, "
                   f"{changes['removed']} removed, {changes['added']} added):", flush=True)
@@ -358,6 +488,17 @@ def main(argv=None) -> dict:
         print(f"no-change / full = {figures['nochange_ratio']:.3f}; 1% change / full = {figures['onepct_ratio']:.3f} "
               f"(cpu {figures['onepct']['cpu_ratio']:.3f}; goal <= 0.10); 0.1% change / full = "
               f"{figures['tenthpct_ratio']:.3f} (cpu {figures['tenthpct']['cpu_ratio']:.3f}; goal <= 0.03)")
+        if scratch is not None:
+            figures["scratch"] = {"identical": None, "error": "the build from scratch or the comparison did not finish"}
+            save()
+            try:
+                figures["scratch"] = scratch_check(home, scratch)
+            finally:
+                shutil.rmtree(scratch.root, ignore_errors=True)
+            print(f"build from scratch: {figures['scratch']['build_seconds']:.1f} s wall (process start included); "
+                  f"compared in {figures['scratch']['compare_seconds']:.1f} s")
+            print(scratch_verdict(figures["scratch"]), flush=True)
+            save()
     sampler.stop()
     print(f"peak memory of the full build, its worker processes included (PSS): {full['peak_rss'] / 2**30:.2f} GiB "
           f"(peak RSS of the build process alone, ru_maxrss: {full['max_rss_process'] / 2**30:.2f} GiB)")
