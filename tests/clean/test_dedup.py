@@ -925,3 +925,18 @@ def test_batched_descriptors_equal_single_ones(tmp_path, monkeypatch, images_per
         one = describe_bytes(path.read_bytes())
         for field in ("phash", "thumbnail", "content_phash", "content_thumbnail", "content_box", "colours"):
             assert np.array_equal(getattr(batch, field)[i], getattr(one, field)[0]), field
+
+
+def test_text_forms_made_in_workers_are_the_ones_made_in_process(monkeypatch):
+    from pipelines.clean.dedup import dedup as module
+
+    texts = [rf"Find $x$ if $\frac{{{i}}}{{2}} = x$ ({i} cm)" for i in range(40)] + ["  Plain   words ", "x² − 1"]
+    in_process = {kind: module.TextForms().map(kind, texts) for kind in module.TextForms.KINDS}
+    monkeypatch.setattr(module, "MIN_TEXTS_PER_WORKER", 1)
+    monkeypatch.setattr("pipelines.parallel.os.cpu_count", lambda: 2)  # workers on any machine
+    forked = []
+    plain = module.forked_pool
+    monkeypatch.setattr(module, "forked_pool", lambda workers: forked.append(workers) or plain(workers))
+    for kind in module.TextForms.KINDS:
+        assert module.TextForms().map(kind, texts) == in_process[kind]
+    assert forked and min(forked) > 1

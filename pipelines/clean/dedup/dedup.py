@@ -64,6 +64,7 @@ from pipelines.store.lake import empty_frame
 from pipelines.store.records import QUARANTINE_SCHEMA
 from pipelines.clean.dedup.image_match import NO_HASH, ImageIndex, ImageMatcher, MatchRule, splitmix64
 from pipelines.clean.dedup.normalize import canonical_text, normalize_text
+from pipelines.parallel import contiguous_slices, forked_pool, worker_count
 
 STAGE = "dedup"
 REASON_CONFLICT = "conflicting answers for the same question"
@@ -130,6 +131,26 @@ class DedupResult:
     nodes_computed: int = 0  # representatives whose group was computed (not reused)
 
 
+def _forms(kind: str, texts: list[str]) -> list[str]:
+    if kind == "normalized":
+        return [normalize_text(text) for text in texts]
+    return [canonical_text(text, option=kind == "option") for text in texts]
+
+
+# Below this many texts per worker, forking workers costs more than it saves (~60 us a text).
+MIN_TEXTS_PER_WORKER = 5000
+
+
+def _forms_in_workers(kind: str, texts: list[str]) -> list[str]:
+    """``_forms(kind, texts)``, the texts shared by forked workers when there are many."""
+    workers = worker_count(len(texts), MIN_TEXTS_PER_WORKER)
+    if workers <= 1:
+        return _forms(kind, texts)
+    slices = contiguous_slices(texts, workers)
+    with forked_pool(workers) as pool:
+        return [form for part in pool.map(_forms, [kind] * len(slices), slices) for form in part]
+
+
 class TextForms:
     """Normalized and canonical forms of texts, computed once per distinct text and kept
     between runs (``frame`` / ``from_frame``); ``frame`` holds the texts used since creation."""
@@ -141,16 +162,16 @@ class TextForms:
         self.used: dict[str, dict[str, str]] = {k: {} for k in self.KINDS}
 
     def map(self, kind: str, texts: list[str]) -> dict[str, str]:
-        fn = {"normalized": normalize_text, "stem": canonical_text,
-              "option": lambda x: canonical_text(x, option=True)}[kind]
         known, used = self.known[kind], self.used[kind]
+        missing = [text for text in texts if text not in used and text not in known]
+        fresh = dict(zip(missing, _forms_in_workers(kind, missing)))
         out = {}
         for text in texts:
             value = used.get(text)
             if value is None:
                 value = known.get(text)
                 if value is None:
-                    value = fn(text)
+                    value = fresh[text]
                 used[text] = value
             out[text] = value
         return out
