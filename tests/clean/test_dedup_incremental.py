@@ -221,3 +221,25 @@ def test_families_of_a_large_templated_block_with_varied_answers_are_the_definit
     families = family_groups(kept, index, DedupConfig()).kept
     assert families["duplicate_group"].to_list() == _families_by_brute_force(kept, index)
     assert families["duplicate_group"].n_unique() < kept.height
+
+
+@pytest.mark.parametrize("n,edges", [(0, 0), (1, 0), (7, 0), (50, 30), (400, 380), (400, 2000)])
+def test_component_labels_are_the_smallest_node_of_each_component(n, edges):
+    from pipelines.clean.dedup.graph_state import components
+
+    rng = np.random.default_rng(n + edges)
+    a, b = rng.integers(0, max(n, 1), edges), rng.integers(0, max(n, 1), edges)  # loops and repeats included
+    neighbours = {i: set() for i in range(n)}
+    for x, y in zip(a.tolist(), b.tolist()):
+        neighbours[x].add(y)
+        neighbours[y].add(x)
+    expected = [-1] * n
+    for start in range(n):  # the smallest node of a component is the first one met in order
+        if expected[start] < 0:
+            stack, expected[start] = [start], start
+            while stack:
+                for y in neighbours[stack.pop()]:
+                    if expected[y] < 0:
+                        expected[y] = start
+                        stack.append(y)
+    assert components(n, a, b).tolist() == expected

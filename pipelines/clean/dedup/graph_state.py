@@ -76,21 +76,9 @@ def _lookup(sorted_ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
 
 def components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Connected-component label (the smallest node index in it) of each of ``n`` nodes."""
-    parent = np.arange(n, dtype=np.int64)
-    if not len(a):
-        return parent
-    while True:
-        pa, pb = parent[a], parent[b]
-        lo, hi = np.minimum(pa, pb), np.maximum(pa, pb)
-        moving = lo != hi
-        if not moving.any():
-            return parent
-        np.minimum.at(parent, hi[moving], lo[moving])
-        while True:
-            jumped = parent[parent]
-            if np.array_equal(jumped, parent):
-                break
-            parent = jumped
+    from pipelines.clean.dedup.pair_kernel import component_labels  # compiled on first use
+
+    return component_labels(n, np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64))
 
 
 def unique_edges(parts: list[tuple[np.ndarray, np.ndarray]], m: int) -> tuple[np.ndarray, np.ndarray]:

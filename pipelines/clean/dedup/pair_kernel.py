@@ -262,6 +262,28 @@ def block_pairs(members, starts, sizes, only, use_only, large, has_prob, prob_ha
     return out_a[:count].copy(), out_b[:count].copy()
 
 
+@njit(cache=True, nogil=True)
+def component_labels(n, a, b):
+    """Per node of ``n``, the smallest node index in its connected component (edges ``a[k]-b[k]``):
+    union-find whose root is always its component's smallest node."""
+    parent = np.arange(n)
+    for k in range(a.shape[0]):
+        x, y = a[k], b[k]
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        while parent[y] != y:
+            parent[y] = parent[parent[y]]
+            y = parent[y]
+        if x < y:
+            parent[y] = x
+        elif y < x:
+            parent[x] = y
+    for i in range(n):  # a parent is smaller than its child: in this order, already final
+        parent[i] = parent[parent[i]]
+    return parent
+
+
 _BLOCK_COST_PER_THREAD = 200_000  # below this many estimated comparisons per thread, one thread
 
 
