@@ -30,11 +30,11 @@ makes those bits deterministic (0) on every machine.
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 from contextlib import ExitStack
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -111,7 +111,8 @@ def _pixels_of_bytes(data: bytes, fast: bool = True, name: str = "image") -> np.
 
 def _read(path: str | os.PathLike) -> bytes:
     try:
-        return Path(path).read_bytes()
+        with open(path, "rb", buffering=0) as f:  # unbuffered: one read sized by fstat
+            return f.readall()
     except OSError as exc:
         raise PhashError(f"cannot hash {path}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
 
@@ -147,11 +148,21 @@ def _opaque_rgb(im: Image.Image) -> Image.Image:
     return im if im.mode == "RGB" else im.convert("RGB")
 
 
-def _largest_channel_step(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """max over the colour channels of |a - b|, in the inputs' dtype (no overflow: max - min)."""
-    step = np.maximum(a, b)
-    step -= np.minimum(a, b)
-    return np.maximum(np.maximum(step[..., 0], step[..., 1]), step[..., 2])
+_kernel_module = None
+
+
+def _kernels():
+    """``image_kernel``, imported on first use: it loads Numba, which Dagster definitions do not."""
+    global _kernel_module
+    if _kernel_module is None:
+        from pipelines.clean.dedup import image_kernel
+
+        _kernel_module = image_kernel
+    return _kernel_module
+
+
+def _uint8_pixels(rgb: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(rgb, dtype=np.uint8)
 
 
 def content_box(rgb: np.ndarray) -> tuple[int, int, int, int]:
@@ -161,35 +172,7 @@ def content_box(rgb: np.ndarray) -> tuple[int, int, int, int]:
     EDGE_FLOOR (page shading and scanner grain stay below it); the box holds all but
     EDGE_TAIL of the strength on each side, so a faint detail at the border of the content
     (a pale map background) moves it little. The whole image when there is no edge."""
-    a = rgb if rgb.dtype == np.uint8 else rgb.astype(np.int16)
-    h, w = a.shape[:2]
-    # whole numbers throughout (at most 4 * 255 per pixel): sums are exact in any order
-    strength = np.zeros((h, w), dtype=np.int32)
-    if w > 1:
-        dx = _largest_channel_step(a[:, 1:], a[:, :-1])
-        strength[:, 1:] += dx
-        strength[:, :-1] += dx
-    if h > 1:
-        dy = _largest_channel_step(a[1:], a[:-1])
-        strength[1:, :] += dy
-        strength[:-1, :] += dy
-    strength -= 2 * EDGE_FLOOR
-    np.maximum(strength, 0, out=strength)
-    line_sum = np.int32 if max(h, w) < 2**31 // 1024 else np.int64
-    columns = strength.sum(axis=0, dtype=line_sum)
-    total = int(columns.sum(dtype=np.int64))
-    if total <= 0:
-        return 0, 0, w, h
-
-    def bounds(mass: np.ndarray) -> tuple[int, int]:
-        cumulative = np.cumsum(mass) / total
-        lo = int(np.searchsorted(cumulative, EDGE_TAIL, side="right"))
-        hi = int(np.searchsorted(cumulative, 1.0 - EDGE_TAIL, side="left")) + 1
-        return lo, max(hi, lo + 1)
-
-    left, right = bounds(columns)
-    top, bottom = bounds(strength.sum(axis=1, dtype=line_sum))
-    return left, top, right, bottom
+    return _kernels().content_bounds(_uint8_pixels(rgb), EDGE_FLOOR, EDGE_TAIL)
 
 
 COLOUR_BINS = 16
@@ -203,45 +186,27 @@ def colour_histogram(rgb: np.ndarray) -> np.ndarray:
     share of the coloured pixels, or of COLOUR_FLOOR of all pixels when fewer are coloured (a
     few JPEG-tinted pixels do not make a colour). Colours of the same grey have other hues (red,
     blue, purple, brown; green, teal; pink, orange); colours of the same hue have other greys."""
-    a = rgb.reshape(-1, 3)
-    if a.dtype != np.uint8:
-        a = a.astype(np.float64)
-    top = np.maximum(np.maximum(a[:, 0], a[:, 1]), a[:, 2])
-    saturation = top - np.minimum(np.minimum(a[:, 0], a[:, 1]), a[:, 2])
-    coloured = saturation >= COLOUR_SATURATION
-    count = int(np.count_nonzero(coloured))
-    mass = max(count, COLOUR_FLOOR * len(a))
-    if not count:
-        return np.zeros(COLOUR_BINS, dtype=np.float64) / mass
-    a = a[coloured].astype(np.float64)
-    top, saturation = top[coloured].astype(np.float64), saturation[coloured].astype(np.float64)
-    r, g, b = a.T
-    hue = np.where(top == r, ((g - b) / saturation) % 6, np.where(top == g, (b - r) / saturation + 2,
-                                                                    (r - g) / saturation + 4)) / 6.0
-    position = hue * COLOUR_BINS - 0.5
-    lower = np.floor(position).astype(np.int64)
-    weight = position - lower
-    # one pass in the order "all lower shares, then all upper shares": per bin, the same
-    # sequence of float additions as np.add.at twice
-    bins = np.concatenate([lower % COLOUR_BINS, (lower + 1) % COLOUR_BINS])
-    out = np.bincount(bins, weights=np.concatenate([1.0 - weight, weight]), minlength=COLOUR_BINS)
-    return out / mass
+    return _kernels().colour_shares(_uint8_pixels(rgb), COLOUR_BINS, COLOUR_SATURATION, COLOUR_FLOOR)
 
 
 def _paper_colour(pixels: np.ndarray) -> tuple[int, int, int]:
     """The median colour (per channel, rounded down) of the outermost pixel ring."""
-    ring = np.concatenate([pixels[0], pixels[-1], pixels[:, 0], pixels[:, -1]])
-    n = len(ring)  # 2 * (w + h): even, the median is the mean of the two middle values
-    middle = np.partition(ring, (n // 2 - 1, n // 2), axis=0)
-    return tuple(int(v) for v in (middle[n // 2 - 1].astype(np.int64) + middle[n // 2]) // 2)
+    return _kernels().ring_median(_uint8_pixels(pixels))
+
+
+@functools.lru_cache(maxsize=4096)
+def _grey_of(colour: tuple[int, int, int]) -> int:
+    """Pillow's grey ("L") of an RGB colour."""
+    return Image.new("RGB", (1, 1), colour).convert("L").getpixel((0, 0))
 
 
 def _content_of_image(
-    im: Image.Image, rgb_pixels: np.ndarray | None = None
+    im: Image.Image, rgb_pixels: np.ndarray | None = None, grey: Image.Image | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(32x32 grey hash input of the content, 16x16x3 RGB thumbnail of it, box in permille of
     the page as uint16 [left, top, right, bottom], colour histogram of the page as uint8).
-    ``rgb_pixels``: the pixels of ``im`` when it is RGB and they are at hand as an array.
+    ``rgb_pixels``: the pixels of ``im`` when it is RGB and they are at hand as an array;
+    ``grey``: ``im.convert("L")`` when it is RGB and that is at hand.
 
     The box is found on a copy reduced by a whole factor to about CONTENT_WORK_SIDE pixels
     across; the content is cut from the image itself, so that its pixels do not depend on the
@@ -264,14 +229,24 @@ def _content_of_image(
     x0, y0 = int(left / scale), int(top / scale)
     x1, y1 = min(full.width, max(x0 + 1, round(right / scale))), min(full.height, max(y0 + 1, round(bottom / scale)))
     side = max(x1 - x0, y1 - y0)
-    crop = Image.new("RGB", (side, side), _paper_colour(pixels))
-    crop.paste(full.crop((x0, y0, x1, y1)), ((side - x1 + x0) // 2, (side - y1 + y0) // 2))
-    gray = np.asarray(crop.convert("L").resize((IMG_SIZE, IMG_SIZE), Image.Resampling.LANCZOS, reducing_gap=2.0),
+    paper = _paper_colour(pixels)
+    offset = ((side - x1 + x0) // 2, (side - y1 + y0) // 2)
+    crop = Image.new("RGB", (side, side), paper)
+    crop.paste(full.crop((x0, y0, x1, y1)), offset)
+    if grey is not None and full is im:
+        # conversion to grey is per pixel: the grey of the padded crop is the padded crop of the grey
+        grey_crop = Image.new("L", (side, side), _grey_of(paper))
+        grey_crop.paste(grey.crop((x0, y0, x1, y1)), offset)
+    else:
+        grey_crop = crop.convert("L")
+    gray = np.asarray(grey_crop.resize((IMG_SIZE, IMG_SIZE), Image.Resampling.LANCZOS, reducing_gap=2.0),
                       dtype=np.uint8)
     thumb = np.asarray(crop.resize((CONTENT_SIDE, CONTENT_SIDE), Image.Resampling.BOX, reducing_gap=2.0),
                        dtype=np.uint8)
-    colours = colour_histogram(np.asarray(work.resize((COLOUR_SIDE, COLOUR_SIDE), Image.Resampling.BOX)))
-    return gray, thumb, box, np.clip(np.rint(colours * 255), 0, 255).astype(np.uint8)
+    colours = _kernels().colour_bytes(
+        _uint8_pixels(np.asarray(work.resize((COLOUR_SIDE, COLOUR_SIDE), Image.Resampling.BOX))),
+        COLOUR_BINS, COLOUR_SATURATION, COLOUR_FLOOR)
+    return gray, thumb, box, colours
 
 
 def _described_bytes(data: bytes, fast: bool = True, name: str = "image"):
@@ -283,8 +258,10 @@ def _described_bytes(data: bytes, fast: bool = True, name: str = "image"):
         pixels = _spng_pixels(data)
         if pixels is not None:
             decoded = Image.fromarray(pixels)
-            rgb_pixels = pixels if decoded.mode == "RGB" else None
-            return (_small_gray(decoded, fast), *_content_of_image(decoded, rgb_pixels), decoded.size)
+            if decoded.mode == "RGB":
+                grey = decoded.convert("L")  # once, for the page and the content
+                return (_small_gray(grey, fast), *_content_of_image(decoded, pixels, grey), decoded.size)
+            return (_small_gray(decoded, fast), *_content_of_image(decoded), decoded.size)
         with Image.open(io.BytesIO(data)) as im:
             size = im.size
             jpeg_draft = fast and im.format == "JPEG"
@@ -430,6 +407,7 @@ def _described(items: Sequence, from_files: bool, workers: int | None, fast: boo
     if workers is not None:
         workers = min(workers, n // MIN_IMAGES_PER_WORKER)
     workers = worker_count(n, MIN_IMAGES_PER_WORKER, workers)
+    _kernels().compile_kernels()  # before forking: the workers share the machine code
     with ExitStack() as stack:
         pool = stack.enter_context(forked_pool(workers)) if workers > 1 else None
         for start in range(0, n, batch):
