@@ -11,7 +11,8 @@ Line 1, ``{"type": "site", ...}``:
   questions), ``rates`` (planted-problem, revision and fault rates), ``disallowed``
   (robots.txt prefixes), ``permanent_faults`` ({kind: [url, ...]}), ``changes``
   ({"added", "edited", "removed": [url, ...]} relative to revision - 1; empty at 0),
-  ``duplicate_pairs`` (number of (original, copy) pairs), ``layouts`` ({layout: count}).
+  ``duplicate_pairs`` (number of (original, copy) pairs, accidental copies included),
+  ``layouts`` ({layout: count}).
 
 Then one ``{"type": "question", ...}`` line per present question, ascending index:
   ``index``, ``url`` (path), ``subject``, ``grade`` (null for technology), ``skill``,
@@ -25,9 +26,14 @@ Then one ``{"type": "question", ...}`` line per present question, ascending inde
   kind, format}]), ``answer_idx`` (0-based), ``answer`` (the answer's text, or its image
   key), ``image_alts``, ``family`` (template family id "<family>/<text template>"),
   ``role`` (normal | exact | near | template | text_only), ``duplicate_group``
-  ("dup-<index of the original>", or null), ``duplicate_kind`` ("original" for the kept
-  original, "exact" or "near" for copies, null otherwise; a group whose other members are
-  all removed by a revision is not a group), ``near_variant`` (jpeg | resize | rescan |
+  ("dup-<index of the original>", or null: the planted copies of an original joined with every
+  question identical to one of them by construction, planted or not: the same text, the same
+  drawings however the page places, scales or encodes them, the same options in any order and
+  the same answer; see ``identical_groups``), ``duplicate_kind`` ("original" for the kept
+  original, "exact" or "near" for planted copies, "identical" for a question the generator drew
+  twice by accident, null otherwise; a group without a planted original is named by its
+  smallest index; a group whose other members are all removed by a revision is not a group),
+  ``near_variant`` (jpeg | resize | rescan |
   whitespace | case | nbsp | zero_width | nfd | option_order | tex_spacing | label_punct |
   null), ``template_of`` (url of the question it is a templated sibling of, NOT a duplicate:
   same text, or for colour variants the text with one colour word swapped, or null),
@@ -49,6 +55,7 @@ must equal the set of question URLs here.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -56,10 +63,14 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
+
 from pipelines.ingest.demo_site import faults as FT
 from pipelines.ingest.demo_site import generator as G
+from pipelines.ingest.demo_site.drawing import draw
 from pipelines.ingest.demo_site.faults import Faults
 from pipelines.ingest.demo_site.generator import DemoQuestion, DemoSite, SiteConfig
+from pipelines.ingest.demo_site.imagespec import ImageSpec
 from pipelines.store.atomic import atomic_write
 
 FORMAT = "stemforge-demo-truth/1"
@@ -72,21 +83,99 @@ def _image(spec) -> dict | None:
     return {"key": spec.key, "content_key": spec.content_key, "kind": spec.kind, "format": spec.extension}
 
 
+def _drawing_params(spec: ImageSpec) -> str:
+    """The drawing a spec asks for, without its per-image seed (the last parameter, which also
+    sets how the page places the picture; many drawings ignore it or draw alike with another)."""
+    last = spec.params[-1] if spec.params else None
+    params = spec.params[:-1] if isinstance(last, int) and not isinstance(last, bool) else spec.params
+    return repr((spec.kind, params))
+
+
+def _drawn(spec: ImageSpec, cache: dict) -> str:
+    """What the picture shows: a digest of the drawing's pixels before the page places, scales and
+    encodes it (equal for the same drawing under another seed, margin, scale or encoding)."""
+    if spec.content_key not in cache:
+        im = draw(spec)
+        cache[spec.content_key] = hashlib.blake2b(f"{im.mode}{im.size}".encode() + im.tobytes(), digest_size=16).hexdigest()
+    return cache[spec.content_key]
+
+
+def _question_identity(q: DemoQuestion, picture) -> tuple:
+    """(text, picture, options as a set, answer), each picture named by ``picture(spec)``."""
+    options = q.choices if q.choices is not None else tuple(picture(s) for s in q.choice_images)
+    image = picture(q.problem_image) if q.problem_image is not None else ""
+    return q.problem, image, tuple(sorted(options)), options[q.answer_idx]
+
+
+def identical_groups(site: DemoSite) -> list[list[int]]:
+    """Present questions identical by construction, planted or not, in groups of >= 2 (ascending
+    indices, groups by first index): the same problem text, the same drawings in the problem and
+    option pictures (however the page places, scales or encodes them), the same options in any order
+    and the same answer. Candidates share the text, options, answer and drawing parameters; their
+    drawings are then compared pixel for pixel."""
+    indices = list(site.indices())
+    digests = np.fromiter(
+        (int.from_bytes(hashlib.blake2b(repr(_question_identity(site.question(i), _drawing_params)).encode(),
+                                        digest_size=8).digest(), "little") for i in indices),
+        dtype=np.uint64, count=len(indices))
+    _, inverse, counts = np.unique(digests, return_inverse=True, return_counts=True)
+    candidates = [i for i, c in zip(indices, counts[inverse].tolist()) if c > 1]
+    cache: dict = {}
+    same: dict[tuple, list[int]] = defaultdict(list)
+    for i in candidates:
+        same[_question_identity(site.question(i), lambda spec: _drawn(spec, cache))].append(i)
+    return sorted(members for members in same.values() if len(members) > 1)
+
+
 def duplicate_groups(site: DemoSite) -> dict[int, tuple[str, str]]:
-    """index -> (group id, kind) for every present member of a group with >= 2 present members."""
+    """index -> (group id, kind) for every present member of a group with >= 2 present members.
+
+    A group joins the planted copies of one original and every question identical to a member
+    (``identical_groups``). Its id names the smallest planted original (present or not), else the
+    smallest member; kinds: "original" (that original), "exact" / "near" (planted copies),
+    "identical" (any other member: the same question on another page, not planted as a copy)."""
     members: dict[int, list[tuple[int, str]]] = defaultdict(list)
     for i in site.indices():
         role, ref = site.role(i)
         if role in ("exact", "near"):
             members[ref].append((i, role))
-    out: dict[int, tuple[str, str]] = {}
+    parent: dict[int, int] = {}
+
+    def find(x: int) -> int:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(a: int, b: int) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+
+    kind_of: dict[int, str] = {}
     for root, copies in members.items():
-        group = f"dup-{root}"
-        everyone = copies + ([(root, "original")] if site.is_present(root) else [])
-        if len(everyone) < 2:
+        for i, kind in copies:
+            union(root, i)
+            kind_of[i] = kind
+        kind_of.setdefault(root, "original")
+    for same in identical_groups(site):
+        for i in same[1:]:
+            union(same[0], i)
+    components: dict[int, list[int]] = defaultdict(list)
+    for i in parent:
+        components[find(i)].append(i)
+    out: dict[int, tuple[str, str]] = {}
+    for everyone in components.values():
+        present = sorted(i for i in everyone if site.is_present(i))
+        if len(present) < 2:
             continue
-        for i, kind in everyone:
-            out[i] = (group, kind)
+        originals = [i for i in everyone if i in members]
+        root = min(originals) if originals else present[0]
+        group = f"dup-{root}"
+        for i in present:
+            kind = kind_of.get(i, "identical")
+            out[i] = (group, "original" if i == root else "identical" if kind == "original" else kind)
     return out
 
 
