@@ -60,3 +60,15 @@ def test_python_snippets_say_what_they_need_beyond_the_base_install():
             assert f"pip install {module}" in block or importlib.util.find_spec(module) is not None, module
         if "datasets" in block:
             assert "pip install datasets" in block
+
+
+def test_readme_asset_selections_parse_and_the_nightly_one_leaves_the_export_out():
+    from pipelines.orchestration.run import selected_asset_keys
+
+    selections = re.findall(r"build --select '([^']+)'", README)
+    assert "not key:stem_export" in selections
+    for selection in selections:
+        keys = {key.to_user_string() for key in selected_asset_keys(selection)}
+        assert "warehouse" in keys
+        if selection == "not key:stem_export":
+            assert "stem_export" not in keys and "deduplicated_questions" in keys
