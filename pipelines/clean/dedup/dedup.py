@@ -268,11 +268,9 @@ class _Questions:
                 separator="\x1e",
             ).alias("identity")
         )
-        self.problem = derived["problem_norm"].to_list()
-        self.stem = derived["stem"].to_list()
         self.problem_image = derived["problem_image"].to_list()
-        self.answer_canonical = derived["answer_canonical"].to_list()
-        self.options_key = derived["options_key"].to_list()
+        # read for the pairs the greedy pass takes only: gathered for those rows (``pair_texts``)
+        self._pair_texts = derived.select("problem_norm", "answer_canonical", "options_key")
         with_pics = derived.select(pl.int_range(pl.len()).alias("row"), "choice_images").filter(
             pl.col("choice_images").is_not_null()
         )
@@ -287,6 +285,13 @@ class _Questions:
             "source", "source_key", "problem_norm", "stem", "problem_image", "options_key", "options_shape",
             "answer_canonical", "choice_images",
         )
+
+
+def _pair_texts_of(q: "_Questions", rows: list[int]) -> dict[int, tuple[str, str | None, str]]:
+    """row -> (normalized problem, canonical answer, options key) for ``rows``."""
+    picked = q._pair_texts[rows]
+    return dict(zip(rows, zip(picked["problem_norm"].to_list(), picked["answer_canonical"].to_list(),
+                              picked["options_key"].to_list())))
 
 
 def _answers_agree(a: str | None, b: str | None, image_answers: bool, matcher: ImageMatcher) -> bool:
@@ -596,10 +601,10 @@ def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: 
     candidates = _Candidates(key, [q.problem_image[int(r)] for r in reps], option_images, matcher.index, config)
     ids = ids_of([q.question_id[int(r)] for r in reps])
 
-    def near_pair(x: int, y: int) -> dict | None:
+    def near_pair(x: int, y: int, texts: dict) -> dict | None:
         """The evidence that reps x and y show the same question (answers aside), or None."""
         rx, ry = int(reps[x]), int(reps[y])
-        evidence = {"text": "equal" if q.problem[rx] == q.problem[ry] else "equivalent"}
+        evidence = {"text": "equal" if texts[rx][0] == texts[ry][0] else "equivalent"}
         if q.problem_image[rx] is not None:
             found = matcher.distance(q.problem_image[rx], q.problem_image[ry])
             if found is None:
@@ -611,7 +616,7 @@ def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: 
                 return None
             evidence.update(found)
         else:
-            evidence["options"] = "equal" if q.options_key[rx] == q.options_key[ry] else "equivalent"
+            evidence["options"] = "equal" if texts[rx][2] == texts[ry][2] else "equivalent"
         return evidence
 
     def confirm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -659,16 +664,17 @@ def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: 
     head_of_rep: dict[int, int] = {}
     evidence_of_rep: dict[int, str] = {}
     conflicts: dict[int, tuple[int, str]] = {}
+    texts = _pair_texts_of(q, sorted({int(reps[x]) for pair in taken for x in pair}))
     for x, y in taken:
         rx, ry = int(reps[x]), int(reps[y])
-        evidence = near_pair(x, y)
+        evidence = near_pair(x, y, texts)
         image_answers = rx in q.image_options
-        if not _answers_agree(q.answer_canonical[rx], q.answer_canonical[ry], image_answers, matcher):
+        if not _answers_agree(texts[rx][1], texts[ry][1], image_answers, matcher):
             conflicts[ry] = (
                 rx,
                 json.dumps(
-                    {"kept_question_id": q.question_id[rx], "answer": q.answer_canonical[ry],
-                     "kept_answer": q.answer_canonical[rx], **evidence},
+                    {"kept_question_id": q.question_id[rx], "answer": texts[ry][1],
+                     "kept_answer": texts[rx][1], **evidence},
                     ensure_ascii=False, sort_keys=True,
                 ),
             )
