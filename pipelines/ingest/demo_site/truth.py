@@ -127,6 +127,33 @@ def identical_groups(site: DemoSite) -> list[list[int]]:
     return sorted(members for members in same.values() if len(members) > 1)
 
 
+class _Joined:
+    """Disjoint sets of question indices (union-find; a set's root is its smallest index)."""
+
+    def __init__(self):
+        self.parent: dict[int, int] = {}
+
+    def find(self, x: int) -> int:
+        parent = self.parent
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+    def sets(self) -> list[list[int]]:
+        """Every set, its members in the order they were first named."""
+        members: dict[int, list[int]] = defaultdict(list)
+        for i in list(self.parent):
+            members[self.find(i)].append(i)
+        return list(members.values())
+
+
 def duplicate_groups(site: DemoSite) -> dict[int, tuple[str, str]]:
     """index -> (group id, kind) for every present member of a group with >= 2 present members.
 
@@ -139,34 +166,19 @@ def duplicate_groups(site: DemoSite) -> dict[int, tuple[str, str]]:
         role, ref = site.role(i)
         if role in ("exact", "near"):
             members[ref].append((i, role))
-    parent: dict[int, int] = {}
-
-    def find(x: int) -> int:
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    def union(a: int, b: int) -> None:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
+    joined = _Joined()
 
     kind_of: dict[int, str] = {}
     for root, copies in members.items():
         for i, kind in copies:
-            union(root, i)
+            joined.union(root, i)
             kind_of[i] = kind
         kind_of.setdefault(root, "original")
     for same in identical_groups(site):
         for i in same[1:]:
-            union(same[0], i)
-    components: dict[int, list[int]] = defaultdict(list)
-    for i in parent:
-        components[find(i)].append(i)
+            joined.union(same[0], i)
     out: dict[int, tuple[str, str]] = {}
-    for everyone in components.values():
+    for everyone in joined.sets():
         present = sorted(i for i in everyone if site.is_present(i))
         if len(present) < 2:
             continue
@@ -183,31 +195,16 @@ def split_groups(site: DemoSite, groups: dict[int, tuple[str, str]]) -> dict[int
     """index -> "split-<smallest index>" for every present member of a family of >= 2 present
     questions: duplicate groups joined with their templated siblings that keep figure, text and
     answer and change only the other options (``template_change='options'``)."""
-    parent: dict[int, int] = {}
-
-    def find(x: int) -> int:
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    def union(a: int, b: int) -> None:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
+    joined = _Joined()
 
     for i, (group, _) in groups.items():
-        union(i, int(group.removeprefix("dup-")))
+        joined.union(i, int(group.removeprefix("dup-")))
     for i in site.indices():
         role, ref = site.role(i)
         if role == "template" and site.question(i).template_change == "options":
-            union(i, ref)
-    members: dict[int, list[int]] = defaultdict(list)
-    for i in parent:
-        if site.is_present(i):
-            members[find(i)].append(i)
-    return {i: f"split-{min(ms)}" for ms in members.values() if len(ms) >= 2 for i in ms}
+            joined.union(i, ref)
+    members = [[i for i in ms if site.is_present(i)] for ms in joined.sets()]
+    return {i: f"split-{min(ms)}" for ms in members if len(ms) >= 2 for i in ms}
 
 
 def question_record(site: DemoSite, q: DemoQuestion, groups: dict, faults: Faults, status: str,
