@@ -172,9 +172,14 @@ def run_build(home: DataHome, settings: BuildSettings, sampler: PeakSampler, lab
         skipped = bool(getattr(result, "skipped", False) or (isinstance(result, dict) and result.get("skipped")))
         why = result.get("rebuilt_because", "") if isinstance(result, dict) else ""
         reused, computed = _rows(result)
+        figures = result if isinstance(result, dict) else {}
+        shards = (figures["shards_kept"], figures["shards_written"]) if "shards_written" in figures else None
         rows.append({"stage": name, "seconds": seconds, "cpu_seconds": cpu, "peak_rss": sampler.peak,
-                     "skipped": skipped, "why": why, "rows_reused": reused, "rows_computed": computed})
+                     "skipped": skipped, "why": why, "rows_reused": reused, "rows_computed": computed,
+                     "shards_kept_written": shards})
         counts = f"  rows reused {reused:>9,} computed {computed:>9,}" if reused is not None else ""
+        if shards and not skipped:
+            counts = f"  shards kept {shards[0]:>9,} written {shards[1]:>9,}"
         print(f"  {label:10s} {name:12s} {seconds:9.2f} s  cpu {cpu:8.2f} s  peak mem {sampler.peak / 2**30:6.2f} GiB"
               f"{'  (skipped)' if skipped else ''}{counts}{'  [' + why + ']' if why and label != 'full' else ''}",
               flush=True)

@@ -295,6 +295,11 @@ checked for every fix (the old function loaded beside the new one, same input).
 | CogME tags (2026-11-24, `pipelines/profiles/cogme/tagger.py`) | rules still run per question (604,885 at paper scale: a dict, evidence and tag rows each); each cue pattern's ~50 alternatives tried at every word of a text | the rules read each distinct problem (15.5k), option list (119k) and skill once, then each distinct combination of those readings (990) once; tag rows joined back and checked once per distinct outcome; a cue pattern cut down to the alternatives whose first letters start a word of the text | paper-scale tags stage 46.0 -> 5.9 s CPU, peak RSS 1.26 -> 0.70 GiB; question_tags byte-identical, tagger agreement unchanged |
 | image pairs in dedup (2026-11-24 second stop, `image_match.py`, `pair_kernel.py`) | ~1.35 M image pairs judged one by one in Python per paper-scale build (dict evidence per pair; ~0.36 M aligned distances at ~50 us, each a full 25-shift scan) | pairs judged in batches in compiled code; aligned distances bounded by the pair's tolerance (a shift is abandoned once over it), unshifted first, summed exactly in integer-valued floats (vectorized), a first image's pairs upsampled once; evidence built only for the pairs the greedy pass takes | paper-scale lake: near pass 27.8 -> 21.4 s CPU, families 35.8 -> 20.7; outputs identical at 300k and 1M |
 | image index build (2026-11-24 second stop, `image_match.ImageIndex`) | a Python loop per picture (dicts of descriptors, a blake2b digest of their reprs): 1.0 s per dedup run at 43k pictures, ~30 s at the real site's 1.35 M | arrays gathered from the lake table's binary columns, digests folded with splitmix64 | 1.0 -> 0.16 s at paper scale; same arrays as before |
+| candidate edges made unique (2026-11-24 third stop, `graph_state.py`, `image_index.sorted_unique`) | NumPy 2.4's plain `np.unique` takes a hash-table path: 3.1 s for the 3.95 M family edges | sort, then drop repeats | 3.1 -> 0.2 s; same edges |
+| dedup kernels and graph (third stop, `pair_kernel.py`, `graph_state.py`, `dedup.py`) | candidate blocks on one core; component labels by repeated NumPy passes over all edges; ids looked up in random order; text forms of 50,762 new texts on one core; three 1 M-row `to_list` conversions read for a few thousand pairs | blocks cut into parts of equal estimated cost for threads (the kernel releases the GIL); union-find in numba; lookups in sorted order; text forms in forked workers; values gathered for the taken pairs only | paper-scale dedup stage 30.7 -> 21.5 s (full), 15.2 -> 12.8 s (1% changed); outputs byte-identical |
+| image descriptors (third stop, `phash.py`, `image_kernel.py`) | content box, colour histogram and paper colour in NumPy, a grey conversion of the crop, buffered reads | numba kernels (the same float additions per colour bin), the crop's grey cut from the page's grey, unbuffered reads | 1.10 -> 0.71 ms CPU per picture; image stage 28.6 -> 20.1 s; every descriptor byte-identical on 44,585 pictures |
+| shuffle (third stop) | 605k permutations built as Python lists, then a Polars list column | one flat Arrow list array | 4.2 -> 1.6 s; identical frame |
+| export pictures (third stop, `export.binary_array`) | `pa.array` over picture bytes objects (Arrow's builder copies and grows per value) | one joined buffer and offsets | 60k rows: 5.5 -> 4.2 s CPU; shards byte-identical |
 
 Full paper-scale build over the same input: 441 s before the shuffle, tagger and LaTeX fixes (a
 busy machine), 186 s after the dedup fix (quiet machine), 185 s at the first uninterrupted
@@ -327,6 +332,13 @@ bench/paper_scale.py --no-incremental`, summed per stage.
   and hashed even at 0.1%. Reading unchanged rows back from the published shard instead of the
   image store was built and measured (300k: 1% export 14.2 vs 15.5 s CPU full, within noise:
   encoding, writing and hashing dominate) and dropped.
+- The rebuild goals against the export: a rebuild must write shards byte-identical to a build from
+  scratch, and a change spread over the set touches every shard (1,073 changed rows over 123 shards
+  leave none untouched; keeping 97% of the bytes untouched would take ~35,000 shards of ~30 rows).
+  So every rebuild rewrites the ~6.9 GiB of embedded pictures: copying those bytes alone (`cat` of
+  the shards into one file, page cache warm) takes 10-17 s on this machine, 12-20% of the full build,
+  above the 10% goal before any other stage runs and 4-6x the 3% goal. The rows "rebuild without the
+  release export" show what the other stages cost (`stemforge build --select 'not key:stem_export'`).
 - Perceptual hashing: the exact path (imagehash's bits) is bound by the full-size Lanczos resize
   plus PNG inflation, ~560 us of CPU per picture, i.e. at most ~3x imagehash on two cores in theory
   and 2.6x measured; the fast path removes most of the resize.
@@ -359,6 +371,8 @@ def render(started, finished, rows, paper, outputs, quick) -> str:
             return f"{r['seconds']:.1f} ({r.get('cpu_seconds', 0):.1f})" if r else ""
 
         def rows_of(r: dict | None) -> str:
+            if r and r.get("shards_kept_written") and not r.get("skipped"):
+                return "shards {:,} / {:,}".format(*r["shards_kept_written"])
             return f"{r['rows_reused']:,} / {r['rows_computed']:,}" if r and r.get("rows_reused") is not None else ""
 
         for r in paper["full"]["stages"]:
