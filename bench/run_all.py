@@ -336,7 +336,7 @@ bench/paper_scale.py --no-incremental`, summed per stage.
   scratch, and a change spread over the set touches every shard (1,073 changed rows over 123 shards
   leave none untouched; keeping 97% of the bytes untouched would take ~35,000 shards of ~17 rows).
   So every rebuild rewrites the ~6.9 GiB of embedded pictures: copying those bytes alone (`cat` of
-  the shards into one file, page cache warm) takes 10-17 s on this machine, 12-20% of the full build,
+  the shards into one file, page cache warm) takes 10-17 s on this machine, 11-19% of the 89 s full build,
   above the 10% goal before any other stage runs and 4-6x the 3% goal. The rows "rebuild without the
   release export" show what the other stages cost (`stemforge build --select 'not key:stem_export'`).
 - Perceptual hashing: the exact path (imagehash's bits) is bound by the full-size Lanczos resize
