@@ -52,7 +52,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, fields
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -269,8 +269,6 @@ class _Questions:
             ).alias("identity")
         )
         self.problem_image = derived["problem_image"].to_list()
-        # read for the pairs the greedy pass takes only: gathered for those rows (``pair_texts``)
-        self._pair_texts = derived.select("problem_norm", "answer_canonical", "options_key")
         with_pics = derived.select(pl.int_range(pl.len()).alias("row"), "choice_images").filter(
             pl.col("choice_images").is_not_null()
         )
@@ -286,12 +284,18 @@ class _Questions:
             "answer_canonical", "choice_images",
         )
 
+    def pair_texts(self, rows: list[int]) -> dict[int, "PairTexts"]:
+        """The texts a taken pair's evidence and answer check read, for ``rows`` (read for those rows
+        only: the greedy pass takes a few thousand pairs of a million questions)."""
+        picked = self.attributes[rows]
+        return dict(zip(rows, map(PairTexts, picked["problem_norm"].to_list(), picked["answer_canonical"].to_list(),
+                                  picked["options_key"].to_list())))
 
-def _pair_texts_of(q: "_Questions", rows: list[int]) -> dict[int, tuple[str, str | None, str]]:
-    """row -> (normalized problem, canonical answer, options key) for ``rows``."""
-    picked = q._pair_texts[rows]
-    return dict(zip(rows, zip(picked["problem_norm"].to_list(), picked["answer_canonical"].to_list(),
-                              picked["options_key"].to_list())))
+
+class PairTexts(NamedTuple):
+    problem: str          # normalized
+    answer: str | None    # canonical
+    options_key: str
 
 
 def _answers_agree(a: str | None, b: str | None, image_answers: bool, matcher: ImageMatcher) -> bool:
@@ -604,7 +608,7 @@ def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: 
     def near_pair(x: int, y: int, texts: dict) -> dict | None:
         """The evidence that reps x and y show the same question (answers aside), or None."""
         rx, ry = int(reps[x]), int(reps[y])
-        evidence = {"text": "equal" if texts[rx][0] == texts[ry][0] else "equivalent"}
+        evidence = {"text": "equal" if texts[rx].problem == texts[ry].problem else "equivalent"}
         if q.problem_image[rx] is not None:
             found = matcher.distance(q.problem_image[rx], q.problem_image[ry])
             if found is None:
@@ -616,7 +620,7 @@ def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: 
                 return None
             evidence.update(found)
         else:
-            evidence["options"] = "equal" if texts[rx][2] == texts[ry][2] else "equivalent"
+            evidence["options"] = "equal" if texts[rx].options_key == texts[ry].options_key else "equivalent"
         return evidence
 
     def confirm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -664,17 +668,17 @@ def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: 
     head_of_rep: dict[int, int] = {}
     evidence_of_rep: dict[int, str] = {}
     conflicts: dict[int, tuple[int, str]] = {}
-    texts = _pair_texts_of(q, sorted({int(reps[x]) for pair in taken for x in pair}))
+    texts = q.pair_texts(sorted({int(reps[x]) for pair in taken for x in pair}))
     for x, y in taken:
         rx, ry = int(reps[x]), int(reps[y])
         evidence = near_pair(x, y, texts)
         image_answers = rx in q.image_options
-        if not _answers_agree(texts[rx][1], texts[ry][1], image_answers, matcher):
+        if not _answers_agree(texts[rx].answer, texts[ry].answer, image_answers, matcher):
             conflicts[ry] = (
                 rx,
                 json.dumps(
-                    {"kept_question_id": q.question_id[rx], "answer": texts[ry][1],
-                     "kept_answer": texts[rx][1], **evidence},
+                    {"kept_question_id": q.question_id[rx], "answer": texts[ry].answer,
+                     "kept_answer": texts[rx].answer, **evidence},
                     ensure_ascii=False, sort_keys=True,
                 ),
             )
