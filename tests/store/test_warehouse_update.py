@@ -44,10 +44,13 @@ def contents(home: DataHome) -> dict:
         con.close()
 
 
-def fresh_contents(tmp_path, frame: pl.DataFrame, statistics: int = 1) -> dict:
+def fresh_contents(tmp_path, frame: pl.DataFrame, statistics: int = 1, tables: dict | None = None) -> dict:
+    """What a first publish of ``frame`` (and of the other lake ``tables``, name -> frame) holds."""
     other = DataHome(tmp_path / "fresh")
     shutil.rmtree(other.root, ignore_errors=True)
     write_lake(other, frame, statistics)
+    for name, table in (tables or {}).items():
+        write_table(table, other.lake_path(name))
     publish_warehouse(other)
     return contents(other)
 
@@ -182,11 +185,7 @@ def test_options_of_changed_questions_are_updated_and_equal_a_fresh_publish(home
     assert "reuse_refused" not in result.figures
     # questions 5 and 2999 edited, 10 and 11 gone, 3000..3003 new: whole questions go out and come in
     assert result.figures["tables_updated"]["choices"] == "updated: 12 rows out, 18 in"
-    fresh = DataHome(tmp_path / "fresh-options")
-    write_lake(fresh, questions(3000))
-    write_table(changed, fresh.lake_path("choices"))
-    publish_warehouse(fresh)
-    assert contents(home) == contents(fresh)
+    assert contents(home) == fresh_contents(tmp_path, questions(3000), tables={"choices": changed})
 
 
 def test_sorted_and_unsorted_rows_give_the_same_key_digests():
@@ -219,11 +218,7 @@ def test_keys_of_several_columns_with_nulls_are_digested_and_updated(tmp_path):
     write_table(changed, home.lake_path("quarantine/filter"))
     result = publish_warehouse(home)
     assert result.figures["tables_updated"]["quarantine"] == "updated: 2 rows out, 2 in"
-    fresh = DataHome(tmp_path / "fresh-quarantine")
-    write_lake(fresh, questions(10))
-    write_table(changed, fresh.lake_path("quarantine/filter"))
-    publish_warehouse(fresh)
-    assert contents(home) == contents(fresh)
+    assert contents(home) == fresh_contents(tmp_path, questions(10), tables={"quarantine/filter": changed})
 
 
 def _publish_and_die_at(root: str, step: str) -> None:
