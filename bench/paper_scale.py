@@ -21,7 +21,6 @@
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import resource
@@ -40,6 +39,7 @@ import polars as pl  # noqa: E402
 
 from pipelines.ingest.demo_site.bulk import default_image_pool, write_raw_store  # noqa: E402
 from pipelines.ingest.demo_site.generator import PAPER_QUESTIONS  # noqa: E402
+from pipelines.store.checksums import sha256_file  # noqa: E402
 from pipelines.store.home import DataHome  # noqa: E402
 from pipelines.store.lake import write_table  # noqa: E402
 from pipelines.settings import BuildSettings  # noqa: E402
@@ -266,13 +266,7 @@ def compared_files(root: Path) -> dict[str, Path]:
 
 
 def _same_bytes(a: Path, b: Path) -> bool:
-    if a.stat().st_size != b.stat().st_size:
-        return False
-    digests = []
-    for path in (a, b):
-        with open(path, "rb") as f:
-            digests.append(hashlib.file_digest(f, "sha256").hexdigest())
-    return digests[0] == digests[1]
+    return a.stat().st_size == b.stat().st_size and sha256_file(a) == sha256_file(b)
 
 
 def warehouse_differences(a: Path, b: Path) -> tuple[int, list[str]]:
