@@ -148,17 +148,11 @@ def _opaque_rgb(im: Image.Image) -> Image.Image:
     return im if im.mode == "RGB" else im.convert("RGB")
 
 
-_kernel_module = None
-
-
 def _kernels():
     """``image_kernel``, imported on first use: it loads Numba, which Dagster definitions do not."""
-    global _kernel_module
-    if _kernel_module is None:
-        from pipelines.clean.dedup import image_kernel
+    from pipelines.clean.dedup import image_kernel
 
-        _kernel_module = image_kernel
-    return _kernel_module
+    return image_kernel
 
 
 def _uint8_pixels(rgb: np.ndarray) -> np.ndarray:
