@@ -119,3 +119,46 @@ def test_goals_table_row():
         "1 of 39 files and 0 of 12 tables differ: lake/questions.parquet", "MISS")
     unfinished = {"identical": None, "error": "the build from scratch or the comparison did not finish"}
     assert run_all.scratch_row(unfinished)[3] == "MISS"
+
+
+def test_rewritten_files_are_the_new_and_replaced_outputs(homes):
+    rebuilt, _ = homes
+    before = paper_scale.file_identities(rebuilt)
+    assert sorted(before) == ["export/stem/data/train-00000-of-00001.parquet", "lake/questions.parquet",
+                              "lake/state/split_ledger.parquet"]
+    shard = rebuilt / "export" / "stem" / "data" / "train-00000-of-00001.parquet"
+    replacement = shard.with_name("new.tmp")
+    replacement.write_bytes(b"shard bytes")  # same bytes, another file: a rewrite all the same
+    replacement.replace(shard)
+    pl.DataFrame({"id": [3]}).write_parquet(rebuilt / "lake" / "duplicates.parquet")
+    (rebuilt / "lake" / "state" / "fingerprints" / "split.json").write_text('{"mtime": 3}')  # bookkeeping
+    after = paper_scale.file_identities(rebuilt)
+    assert paper_scale.rewritten_files(before, after) == [
+        "export/stem/data/train-00000-of-00001.parquet", "lake/duplicates.parquet"]
+    assert paper_scale.rewritten_files(after, after) == []
+
+
+def test_rewrite_floor_writes_lake_tables_again_and_copies_the_rest(homes):
+    rebuilt, _ = homes
+    names = ["export/stem/data/train-00000-of-00001.parquet", "lake/questions.parquet"]
+    before = {name: (rebuilt / name).read_bytes() for name in names}
+    scratch = rebuilt / "floor-scratch"
+    floor = paper_scale.rewrite_floor(rebuilt, names, scratch)
+    assert floor["files"] == 2
+    assert floor["lake_bytes"] == (rebuilt / "lake" / "questions.parquet").stat().st_size
+    assert floor["copy_bytes"] == len(b"shard bytes")
+    assert floor["seconds"] == floor["lake_seconds"] + floor["copy_seconds"] > 0
+    assert not scratch.exists()
+    assert {name: (rebuilt / name).read_bytes() for name in names} == before
+    row = run_all.rewrite_floor_row({**floor, "lake_seconds": 4.0, "copy_seconds": 18.0, "seconds": 22.0,
+                                     "lake_bytes": 230 * 2**20, "copy_bytes": 7 * 2**30}, 88.0)
+    assert row[0].startswith("floor of the 0.1%-changed rebuild: its 2 rewritten output files")
+    assert row[1:] == ("4.0 s + 18.0 s / 88 s = 25.0% (lake tables alone 4.5%)", "(no goal)", "n/a")
+
+
+def test_rewrite_floor_leaves_no_scratch_when_a_file_is_gone(homes):
+    rebuilt, _ = homes
+    scratch = rebuilt / "floor-scratch"
+    with pytest.raises(FileNotFoundError):
+        paper_scale.rewrite_floor(rebuilt, ["lake/gone.parquet"], scratch)
+    assert not scratch.exists()
