@@ -34,6 +34,28 @@ build_job = dg.define_asset_job(
 )
 
 
+REFRESH_JOB_NAME = "stemforge_refresh"
+# a change spread over the set rewrites every shard of the release export (~7 GiB at paper scale):
+# most of a small rebuild's cost, and not needed to refresh the warehouse, reports and profiles
+refresh_job = dg.define_asset_job(
+    REFRESH_JOB_NAME,
+    selection=dg.AssetSelection.all() - dg.AssetSelection.assets("stem_export"),
+    description=(
+        "Everything but the release export: crawl/import, clean, dataset, evaluation, profiles and the "
+        "warehouse are brought up to date; export/stem keeps the last release (stale in the UI) until "
+        "stemforge_build runs."
+    ),
+    config=IN_PROCESS,
+)
+
+
+def all_sources_request(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
+    """One run over every configured source (their partitions synced first)."""
+    settings = BuildSettings.from_env()
+    keys = ingest.sync_source_partitions(context.instance, settings.sources)
+    return dg.RunRequest(run_config=IN_PROCESS, tags={**ingest.all_sources_tags(keys), "stemforge/command": "schedule"})
+
+
 @dg.schedule(
     job=build_job,
     cron_schedule="0 3 * * *",
@@ -42,9 +64,30 @@ build_job = dg.define_asset_job(
     description="Rebuild everything every night at 03:00 over all configured sources (turn it on in the UI).",
 )
 def full_rebuild_schedule(context: dg.ScheduleEvaluationContext):
-    settings = BuildSettings.from_env()
-    keys = ingest.sync_source_partitions(context.instance, settings.sources)
-    return dg.RunRequest(run_config=IN_PROCESS, tags={**ingest.all_sources_tags(keys), "stemforge/command": "schedule"})
+    return all_sources_request(context)
+
+
+@dg.schedule(
+    job=refresh_job,
+    cron_schedule="0 3 * * *",
+    name="nightly_refresh",
+    default_status=dg.DefaultScheduleStatus.STOPPED,
+    description="Every night at 03:00, everything but the release export (pair it with weekly_release "
+                "instead of nightly_full_rebuild).",
+)
+def nightly_refresh_schedule(context: dg.ScheduleEvaluationContext):
+    return all_sources_request(context)
+
+
+@dg.schedule(
+    job=build_job,
+    cron_schedule="0 5 * * 0",
+    name="weekly_release",
+    default_status=dg.DefaultScheduleStatus.STOPPED,
+    description="Sundays at 05:00, everything, the release export included.",
+)
+def weekly_release_schedule(context: dg.ScheduleEvaluationContext):
+    return all_sources_request(context)
 
 
 @dg.logger(
@@ -83,8 +126,8 @@ def resources_from_env() -> dict:
 defs = dg.Definitions(
     assets=all_assets,
     asset_checks=all_asset_checks,
-    jobs=[build_job],
-    schedules=[full_rebuild_schedule],
+    jobs=[build_job, refresh_job],
+    schedules=[full_rebuild_schedule, nightly_refresh_schedule, weekly_release_schedule],
     sensors=[source_change_sensor],
     resources=resources_from_env(),
     loggers={"one_line_console": one_line_console},

@@ -269,3 +269,29 @@ def test_build_command_rejects_bad_selections_and_executors(tmp_path):
         assert result.returncode == 2 and len(lines) == 1, result.stderr
         assert lines[0].startswith("stemforge: error: ") and message in lines[0]
     assert build("--executor", "k8s").returncode == 2  # argparse: not a choice
+
+
+def test_nightly_refresh_updates_the_warehouse_and_keeps_the_release(single_run, corpus, tmp_path, monkeypatch):
+    from pipelines.orchestration.definitions import REFRESH_JOB_NAME
+
+    home, instance = single_run
+    export_before = {p: p.stat().st_ino for p in (home.root / "export").rglob("*") if p.is_file()}
+    questions_before = run_query(home, "SELECT count(*) FROM raw_questions").rows[0][0]
+    extra = write_corpus(tmp_path / "extra")
+    extra = extra.rename(extra.with_name("extra.jsonl"))
+    settings = settings_for(home, corpus).with_(sources=("demo", f"jsonl:{corpus}", f"jsonl:{extra}"))
+    monkeypatch.setenv("STEMFORGE_SOURCES", ",".join(settings.sources))
+    schedule = defs.resolve_schedule_def("nightly_refresh")
+    assert schedule.job_name == REFRESH_JOB_NAME and schedule.cron_schedule == "0 3 * * *"
+    request = schedule.evaluate_tick(dg.build_schedule_context(instance=instance)).run_requests[0]
+    result = defs.resolve_job_def(REFRESH_JOB_NAME).execute_in_process(
+        run_config={"resources": {"stemforge": {"config": resource_config(settings, progress=False)}}},
+        instance=instance, tags=request.tags,
+    )
+    assert result.success
+    built = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    assert "warehouse" in built and "questions" in built and "stem_export" not in built
+    assert run_query(home, "SELECT count(*) FROM raw_questions").rows[0][0] == questions_before + 15
+    assert {p: p.stat().st_ino for p in (home.root / "export").rglob("*") if p.is_file()} == export_before
+    release = defs.resolve_schedule_def("weekly_release")
+    assert release.job_name == "stemforge_build" and release.cron_schedule == "0 5 * * 0"
