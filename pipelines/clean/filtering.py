@@ -14,6 +14,7 @@ import hashlib
 import numpy as np
 import polars as pl
 
+from pipelines.clean.dedup.image_match import splitmix64
 from pipelines.store.records import QUARANTINE_SCHEMA
 
 DEFAULT_CAP_PER_SKILL = 2000
@@ -43,8 +44,26 @@ def keep_multimodal(raw: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 def cap_rank_key(question_id: str, seed: int) -> int:
-    """The order in which a capped skill keeps its questions (lowest first)."""
+    """The order in which a capped skill keeps its questions (lowest first), for an id that is not
+    16 hex digits (``cap_rank_keys``)."""
     return int.from_bytes(hashlib.sha256(f"cap:{seed}:{question_id}".encode()).digest()[:8], "big")
+
+
+_HEX_ID = r"^[0-9a-f]{16}$"
+
+
+def cap_rank_keys(question_ids: pl.Series, seed: int) -> np.ndarray:
+    """``cap_rank_key`` of each id, vectorized: a question id of 16 hex digits (the first 64 bits of a
+    sha256, as dedup writes them) is already uniform, so its key is the seeded splitmix64 of those bits."""
+    keys = np.zeros(len(question_ids), dtype=np.uint64)
+    hexed = question_ids.str.contains(_HEX_ID).fill_null(False).to_numpy()
+    if hexed.any():
+        bits = np.frombuffer(bytes.fromhex("".join(question_ids.filter(hexed).to_list())), dtype=">u8")
+        salt = splitmix64(np.array([0xCA9 ^ (seed & 0xFFFFFFFFFFFFFFFF)], dtype=np.uint64))
+        keys[hexed] = splitmix64(bits.astype(np.uint64) ^ salt)
+    others = np.flatnonzero(~hexed)
+    keys[others] = [cap_rank_key(qid, seed) for qid in question_ids.gather(others).to_list()]
+    return keys
 
 
 def cap_per_skill(questions: pl.DataFrame, cap: int = DEFAULT_CAP_PER_SKILL, seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -59,7 +78,7 @@ def cap_per_skill(questions: pl.DataFrame, cap: int = DEFAULT_CAP_PER_SKILL, see
     # only a skill over the cap needs its questions' rank keys (in the others all are kept)
     crowded = questions.select(pl.len().over(["subject", "skill"]) > cap).to_series().to_numpy()
     keys = np.zeros(questions.height, dtype=np.uint64)
-    keys[crowded] = [cap_rank_key(qid, seed) for qid in questions["question_id"].filter(crowded).to_list()]
+    keys[crowded] = cap_rank_keys(questions["question_id"].filter(crowded), seed)
     ranked = questions.with_columns(
         pl.Series("_cap_key", keys, dtype=pl.UInt64)
     ).with_columns(

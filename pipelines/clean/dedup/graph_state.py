@@ -209,6 +209,7 @@ class SavedState:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.record_path.unlink(missing_ok=True)
         for name in self.names:
-            write_table(frames[name], self.path(name))
+            # ids and digests: dictionary encoding and zstd cost most of the write and save nothing
+            write_table(frames[name], self.path(name), dictionary=False, compression="lz4")
         record = {"context": self.context, "files": {name: file_identity(self.path(name)) for name in self.names}}
         atomic_write_text(self.record_path, json.dumps(record, sort_keys=True, indent=1))
