@@ -138,12 +138,13 @@ def test_an_answer_image_described_anew_is_a_change():
 
 
 def test_only_touched_components_are_computed():
-    before = _run(_base_rows())
+    uncapped = 10_000  # the edited question must reach the families pass, whichever the cap keeps
+    before = _run(_base_rows(), cap=uncapped)
     assert before["computed"][0] > 100
-    after = _run(_edit(_base_rows(), "b050", problem_image="t63_jpeg"), previous=before)
+    after = _run(_edit(_base_rows(), "b050", problem_image="t63_jpeg"), previous=before, cap=uncapped)
     near, families = after["computed"]
     assert 0 < near < 10 and 0 < families < 10
-    unchanged = _run(_base_rows(), previous=before)
+    unchanged = _run(_base_rows(), previous=before, cap=uncapped)
     assert unchanged["computed"] == (0, 0)
 
 
