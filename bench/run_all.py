@@ -343,8 +343,9 @@ bench/paper_scale.py --no-incremental`, summed per stage.
   rewrites its whole lake file and digests every row (a random 1% change touches every row group,
   so partitioning alone would not help; a base-plus-changes lake layout would); dedup's text forms,
   exact groups, cap and output tables are recomputed for all rows; the export rewrites every shard
-  a change touches, and changes spread over the set touch every 5,000-row shard (the release layout
-  cuts shards by position in `question_id` order), i.e. ~all picture bytes are re-encoded, written
+  a change touches, and changes spread over the set touch every shard (the release layout cuts a
+  split into shards of ~6,000 rows where its question ids say, so that an added or removed question
+  rewrites one or two shards, not every later one), i.e. ~all picture bytes are re-encoded, written
   and hashed even at 0.1%. Reading unchanged rows back from the published shard instead of the
   image store was built and measured (300k: 1% export 14.2 vs 15.5 s CPU full, within noise:
   encoding, writing and hashing dominate) and dropped.

@@ -9,12 +9,10 @@ depend on row order.
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import polars as pl
 
-from pipelines.clean.dedup.image_match import splitmix64
+from pipelines.store.id_hash import question_id_hashes
 from pipelines.store.records import QUARANTINE_SCHEMA
 
 DEFAULT_CAP_PER_SKILL = 2000
@@ -43,27 +41,10 @@ def keep_multimodal(raw: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return kept, _quarantine_frame(dropped, "filter", TEXT_ONLY_REASON)
 
 
-def cap_rank_key(question_id: str, seed: int) -> int:
-    """The order in which a capped skill keeps its questions (lowest first), for an id that is not
-    16 hex digits (``cap_rank_keys``)."""
-    return int.from_bytes(hashlib.sha256(f"cap:{seed}:{question_id}".encode()).digest()[:8], "big")
-
-
-_HEX_ID = r"^[0-9a-f]{16}$"
-
-
 def cap_rank_keys(question_ids: pl.Series, seed: int) -> np.ndarray:
-    """``cap_rank_key`` of each id, vectorized: a question id of 16 hex digits (the first 64 bits of a
-    sha256, as dedup writes them) is already uniform, so its key is the seeded splitmix64 of those bits."""
-    keys = np.zeros(len(question_ids), dtype=np.uint64)
-    hexed = question_ids.str.contains(_HEX_ID).fill_null(False).to_numpy()
-    if hexed.any():
-        bits = np.frombuffer(bytes.fromhex("".join(question_ids.filter(hexed).to_list())), dtype=">u8")
-        salt = splitmix64(np.array([0xCA9 ^ (seed & 0xFFFFFFFFFFFFFFFF)], dtype=np.uint64))
-        keys[hexed] = splitmix64(bits.astype(np.uint64) ^ salt)
-    others = np.flatnonzero(~hexed)
-    keys[others] = [cap_rank_key(qid, seed) for qid in question_ids.gather(others).to_list()]
-    return keys
+    """The order in which a capped skill keeps its questions (lowest first): a seeded hash of each
+    question id (``pipelines.store.id_hash``)."""
+    return question_id_hashes(question_ids, seed, "cap")
 
 
 def cap_per_skill(questions: pl.DataFrame, cap: int = DEFAULT_CAP_PER_SKILL, seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame]:

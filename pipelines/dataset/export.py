@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from PIL import Image
 
 from pipelines.store.code_deps import code_digest_of
+from pipelines.store.id_hash import question_id_hashes
 from pipelines.store.images import ImageStore
 from pipelines.store.memo import file_identity
 from pipelines.store.row_reuse import row_digests
@@ -115,6 +116,36 @@ def export_order(questions: pl.DataFrame) -> pl.DataFrame:
     return questions.sort("split", "question_id").with_columns(
         pl.int_range(pl.len()).over("split").cast(pl.Int64).alias("export_position")
     )
+
+
+def shard_bounds(question_ids: pl.Series, rows_per_shard: int) -> list[tuple[int, int]]:
+    """(first row, rows) of each shard of one split in export order, cut by content, not position.
+
+    A row whose question id hashes to a cut (one row in about ``rows_per_shard / 2``) starts a shard
+    when at least ``rows_per_shard // 2`` rows lie between it and the previous such row (or the
+    split's start); a shard of more than ``2 * rows_per_shard`` rows is cut into equal parts, and
+    a short last shard joins the one before. So whether a row starts a shard depends on its own id
+    and the previous cut's, nothing else: a question added or removed changes the shard it falls in
+    (and, when its id is a cut, the next one), where cutting by position would move every later row
+    to another shard and rewrite them all. Shards hold half to twice ``rows_per_shard`` rows, about
+    1.2 times on average. An empty split is one empty shard."""
+    n = len(question_ids)
+    if n == 0:
+        return [(0, 0)]
+    shortest, longest = max(1, rows_per_shard // 2), 2 * rows_per_shard
+    hashes = question_id_hashes(question_ids, 0, "shard")
+    natural = np.flatnonzero(hashes % np.uint64(max(1, (rows_per_shard + 1) // 2)) == 0)
+    natural = natural[natural > 0]
+    gaps = natural - np.r_[0, natural[:-1]]
+    cuts = np.r_[0, natural[gaps >= shortest], n]
+    if len(cuts) > 2 and cuts[-1] - cuts[-2] < shortest:
+        cuts = np.delete(cuts, -2)
+    bounds = []
+    for start, end in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+        parts = -(-(end - start) // longest)
+        edges = [start + (end - start) * k // parts for k in range(parts + 1)]
+        bounds.extend((a, b - a) for a, b in zip(edges[:-1], edges[1:]))
+    return bounds
 
 
 @dataclass(frozen=True)
@@ -303,18 +334,18 @@ def write_stem_export(
             part = ordered.filter(pl.col("split") == split)
             rows[split] = part.height
             tables[split] = part.select(SHARD_INPUT_COLUMNS).to_arrow()  # workers get Arrow, not Polars
-            shards = max(1, -(-part.height // rows_per_shard))
+            bounds = shard_bounds(part["question_id"], rows_per_shard)
             public_test = split == "test" and hide_test_answers
             row_hashes = row_digests(part, ["question_id"], SHARD_INPUT_COLUMNS)
-            for i in range(shards):
-                path = data_dir / f"{split}-{i:05d}-of-{shards:05d}.parquet"
-                content = _shard_content(context, row_hashes.slice(i * rows_per_shard, rows_per_shard), public_test)
+            for i, (start, length) in enumerate(bounds):
+                path = data_dir / f"{split}-{i:05d}-of-{len(bounds):05d}.parquet"
+                content = _shard_content(context, row_hashes.slice(start, length), public_test)
                 if _link_published(export_root, (previous_shards or {}).get(content), path):
                     kept[content] = {**previous_shards[content], "name": path.name}
                     digests[f"data/{path.name}"] = previous_shards[content]["sha256"]
                     continue
                 contents.append(content)
-                jobs.append((split, i * rows_per_shard, rows_per_shard, store.root, public_test, converted, path))
+                jobs.append((split, start, length, store.root, public_test, converted, path))
         written = _write_shards(tables, jobs, workers)
         shard_record = dict(kept)
         for job, content, (digest, _) in zip(jobs, contents, written):

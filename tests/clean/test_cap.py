@@ -1,4 +1,5 @@
-"""The per-skill cap's rank keys: a seeded mix of a dedup question id's bits, sha256 for other ids."""
+"""The per-skill cap's rank keys (``pipelines.store.id_hash``): a seeded mix of a dedup question id's
+bits, sha256 for other ids."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import hashlib
 import numpy as np
 import polars as pl
 
-from pipelines.clean.filtering import cap_per_skill, cap_rank_key, cap_rank_keys
+from pipelines.clean.filtering import cap_per_skill, cap_rank_keys
+from pipelines.store.id_hash import other_id_hash
 
 
 def _ids(n: int) -> list[str]:
@@ -29,8 +31,8 @@ def test_other_ids_use_the_sha256_key_whatever_they_are_mixed_with():
     ids = ["q1", _ids(1)[0], "0123456789ABCDEF", "0123456789abcdef0"]
     keys = cap_rank_keys(pl.Series(ids), seed=3)
     for at in (0, 2, 3):
-        assert int(keys[at]) == cap_rank_key(ids[at], 3)
-    assert int(keys[1]) != cap_rank_key(ids[1], 3)
+        assert int(keys[at]) == other_id_hash(ids[at], "cap:3")
+    assert int(keys[1]) != other_id_hash(ids[1], "cap:3")
 
 
 def test_cap_keeps_the_same_questions_in_any_row_order():

@@ -15,7 +15,7 @@ from PIL import Image
 
 from pipelines.clean import stage as clean_stage
 from pipelines.dataset import stage as dataset_stage
-from pipelines.dataset.export import ExportRefused, check_release_invariants, write_stem_export
+from pipelines.dataset.export import ExportRefused, check_release_invariants, shard_bounds, write_stem_export
 from pipelines.ingest.spec import parse_source_spec
 from pipelines.ingest.stage import crawl_web_source, land_source
 from pipelines.settings import BuildSettings
@@ -69,6 +69,40 @@ def test_unchanged_shards_are_kept_and_the_export_equals_a_fresh_one(tmp_path):
     assert names(fresh.shards) == names(second.shards)
 
 
+def test_a_question_added_or_removed_rewrites_only_the_shard_it_falls_in(tmp_path):
+    store = ImageStore(tmp_path / "images")
+    root = tmp_path / "export" / "stem"
+    every = _questions(store, 401)
+    base = every.head(400)
+    first = write_stem_export(base, store, root, rows_per_shard=8)
+    assert len(first.files) > 40
+    for changed in (every, base.filter(pl.col("question_id") != base["question_id"][123])):
+        again = write_stem_export(changed, store, root, rows_per_shard=8, previous_shards=first.shards)
+        # cut by position, every shard after the change would hold other rows and be written again
+        assert 1 <= again.shards_written <= 2 and again.shards_kept == len(again.files) - again.shards_written
+        fresh = tmp_path / "fresh" / "stem"
+        write_stem_export(changed, store, fresh, rows_per_shard=8)
+        assert _files(root) == _files(fresh)
+        shutil.rmtree(fresh)
+        first = write_stem_export(base, store, root, rows_per_shard=8, previous_shards=again.shards)
+
+
+def test_shards_are_cut_by_content_within_half_and_twice_the_size_asked():
+    ids = pl.Series(sorted(hashlib.sha256(str(i).encode()).hexdigest()[:16] for i in range(20_000)))
+    bounds = shard_bounds(ids, 100)
+    assert [start for start, _ in bounds] == [0] + list(np.cumsum([n for _, n in bounds])[:-1])
+    assert sum(n for _, n in bounds) == 20_000
+    assert all(50 <= n <= 200 for _, n in bounds)
+    assert 100 <= 20_000 / len(bounds) <= 140
+    assert shard_bounds(ids.head(30), 100) == [(0, 30)]
+    assert shard_bounds(ids.clear(), 100) == [(0, 0)]
+    # the cuts are where the ids say: the shards of a split without its first thousand questions
+    # start where those of the whole split start, but for the first two or so
+    starts = {ids[start] for start, _ in bounds}
+    later = [ids[1000 + start] for start, _ in shard_bounds(ids.gather(np.arange(1000, 20_000)), 100)]
+    assert len(set(later) - starts) <= 3
+
+
 def test_a_published_shard_changed_by_hand_is_written_again(tmp_path):
     store = ImageStore(tmp_path / "images")
     root = tmp_path / "export" / "stem"
@@ -101,7 +135,7 @@ def test_a_shard_breaking_the_invariants_is_read_back_and_named(tmp_path):
     frame = _questions(store, 12).with_columns(
         pl.when(pl.col("problem").str.starts_with("Question 4:")).then(7).otherwise(pl.col("answer_idx"))
         .alias("answer_idx"))
-    with pytest.raises(ExportRefused, match=r"1 problem\(s\), first: train-00000-of-00002.parquet row 0: answer_idx 7 out of range"):
+    with pytest.raises(ExportRefused, match=r"1 problem\(s\), first: train-00000-of-00001.parquet row 0: answer_idx 7 out of range"):
         write_stem_export(frame, store, tmp_path / "export" / "stem", rows_per_shard=5,
                           validate=check_release_invariants)
     assert not (tmp_path / "export" / "stem").exists()
