@@ -86,6 +86,16 @@ def scratch_row(scratch: dict) -> tuple[str, str, str, str]:
             + ", ".join((files + tables)[:5]), goal, verdict(False))
 
 
+def added_row(added: dict, full_seconds: float) -> tuple[str, str, str, str]:
+    """The goals-table row of paper_scale.py's rebuild after new questions only (a site that grew)."""
+    export = next((s for s in added["stages"] if s["stage"] == "export"), {})
+    kept, written = export.get("shards_kept_written") or (0, 0)
+    return (f"rebuild after {added['changes']['added']:,} new questions, nothing else changed / full build",
+            f"{added['seconds']:.1f} s / {full_seconds:.0f} s = {100 * added['seconds'] / full_seconds:.1f}% "
+            f"(export shards kept {kept:,}, written {written:,}: {export.get('seconds', 0):.1f} s)",
+            "(no goal)", "n/a")
+
+
 def rewrite_floor_row(floor: dict, full_seconds: float) -> tuple[str, str, str, str]:
     """The goals-table row of paper_scale.py's rewrite floor: the least the files the 0.1% rebuild
     rewrote can cost to write again (lake tables read and written, other files copied), nothing
@@ -155,6 +165,8 @@ def main(argv=None) -> int:
                                   f"export's shards took {export:.1f} s) / full build",
                                  f"{rest:.1f} s / {paper['full']['seconds']:.0f} s = "
                                  f"{100 * rest / paper['full']['seconds']:.1f}%", "(no goal)", "n/a"))
+            if "added" in paper:
+                rows.append(added_row(paper["added"], paper["full"]["seconds"]))
             if "rewrite_floor" in paper:
                 rows.append(rewrite_floor_row(paper["rewrite_floor"], paper["full"]["seconds"]))
             if "scratch" in paper:

@@ -162,3 +162,19 @@ def test_rewrite_floor_leaves_no_scratch_when_a_file_is_gone(homes):
     with pytest.raises(FileNotFoundError):
         paper_scale.rewrite_floor(rebuilt, ["lake/gone.parquet"], scratch)
     assert not scratch.exists()
+
+
+def test_added_rows_grow_the_raw_store_only(tmp_path):
+    home = paper_scale.DataHome(tmp_path / "home")
+    (home.lake / "raw_questions").mkdir(parents=True)
+    raw = pl.DataFrame({"source": "demo", "source_key": [f"http://demo.localhost/q/{i}" for i in range(50)],
+                        "skill": ["a", "b"] * 25, "problem": [f"What is {i} + 1?" for i in range(50)]})
+    raw.write_parquet(home.lake / "raw_questions" / "demo.parquet")
+    assert paper_scale.add_rows(home, 5, seed=3) == {"rows": 50, "edited": 0, "removed": 0, "added": 5, "changed": 5}
+    grown = pl.read_parquet(home.lake / "raw_questions" / "demo.parquet")
+    assert grown.height == 55 and grown.join(raw, on=list(raw.columns), how="anti").height == 5
+    assert grown["source_key"].is_sorted() and grown["source_key"].n_unique() == 55
+    row = run_all.added_row({"changes": {"added": 100}, "seconds": 6.5, "stages": [
+        {"stage": "export", "seconds": 2.0, "shards_kept_written": (95, 3)}]}, 65.0)
+    assert row[:2] == ("rebuild after 100 new questions, nothing else changed / full build",
+                       "6.5 s / 65 s = 10.0% (export shards kept 95, written 3: 2.0 s)")
