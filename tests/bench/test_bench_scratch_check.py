@@ -154,6 +154,9 @@ def test_rewrite_floor_writes_lake_tables_again_and_copies_the_rest(homes):
                                      "lake_bytes": 230 * 2**20, "copy_bytes": 7 * 2**30}, 88.0)
     assert row[0].startswith("floor of the 0.1%-changed rebuild: its 2 rewritten output files")
     assert row[1:] == ("4.0 s + 18.0 s / 88 s = 25.0% (lake tables alone 4.5%)", "(no goal)", "n/a")
+    with_rebuild = run_all.rewrite_floor_row({**floor, "lake_seconds": 4.0, "copy_seconds": 18.0, "seconds": 22.0,
+                                              "lake_bytes": 0, "copy_bytes": 0}, 88.0, 44.0)
+    assert with_rebuild[1].endswith("; the 0.1% rebuild took 2.0x its floor")
 
 
 def test_rewrite_floor_leaves_no_scratch_when_a_file_is_gone(homes):
