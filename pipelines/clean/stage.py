@@ -26,7 +26,7 @@ from pipelines.store.images import ImageStore
 from pipelines.store.lake import lake, lake_files, read_lake, read_raw_questions, write_quarantine, write_table
 from pipelines.store.code_deps import code_digest_of
 from pipelines.store.memo import memoized
-from pipelines.store.row_reuse import RowReuse
+from pipelines.store.row_reuse import RowReuse, in_order_of
 from pipelines.store.records import IMAGES_SCHEMA
 
 
@@ -186,10 +186,8 @@ def _latex(home: DataHome) -> dict:
         converted = pl.concat([plan.previous(pl.read_parquet(out_path, columns=["question_id", *LATEX_READS])),
                                converted])
         failures = pl.concat([plan.previous(pl.read_parquet(failures_path)), failures])
-    joined = questions.join(
-        converted.rename({"problem": "_problem", "choices": "_choices"}), on="question_id", how="left",
-        maintain_order="left",
-    )
+    converted = in_order_of(questions, converted, "question_id")
+    joined = questions.with_columns(converted["problem"].alias("_problem"), converted["choices"].alias("_choices"))
     out = joined.with_columns(
         pl.col("problem").alias("problem_original"),
         pl.col("_problem").alias("problem"),

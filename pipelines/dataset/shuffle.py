@@ -123,11 +123,13 @@ def choices_table(shuffled: pl.DataFrame) -> pl.DataFrame:
             pl.lit(None, dtype=pl.List(pl.String)).repeat_by(pl.col("choices").list.len()).list.eval(pl.element()),
         ).alias("image_hash"),
         pl.col("permutation").alias("original_position"),
+        # each option's position, exploded beside it (a window over question_id costs four times as much)
+        pl.int_ranges(pl.col("permutation").list.len(), dtype=pl.Int64).alias("position"),
     )
-    exploded = base.explode(["text", "image_hash", "original_position"])
-    return exploded.with_columns(
-        pl.int_range(pl.len()).over("question_id").cast(pl.Int64).alias("position")
-    ).select("question_id", "position", "text", "image_hash", "original_position")
+    exploded = base.explode(["text", "image_hash", "original_position", "position"])
+    return exploded.select(
+        "question_id", pl.col("position").fill_null(0), "text", "image_hash", "original_position"
+    )
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from pipelines.store.home import DataHome
 from pipelines.store.images import ImageStore
 from pipelines.store.lake import lake, read_lake, write_table
 from pipelines.store.memo import memoized
-from pipelines.store.row_reuse import RowReuse, reuse_enabled
+from pipelines.store.row_reuse import RowReuse, in_order_of, reuse_enabled
 
 
 def shuffle_stage(home: DataHome, settings: BuildSettings) -> dict:
@@ -59,11 +59,8 @@ def _shuffle(home: DataHome, settings: BuildSettings) -> dict:
     if plan.reused.height:
         previous = plan.previous(pl.read_parquet(out_path, columns=["question_id", *SHUFFLE_WRITES]))
         results = pl.concat([previous, results])
-    renamed = {c: f"_{c}" for c in SHUFFLE_WRITES}
-    shuffled = questions.join(results.rename(renamed), on="question_id", how="left", maintain_order="left")
-    shuffled = shuffled.with_columns(
-        [pl.col(f"_{c}").alias(c) for c in SHUFFLE_WRITES]
-    ).drop(list(renamed.values())).rechunk()
+    results = in_order_of(questions, results, "question_id")
+    shuffled = questions.with_columns(results[c] for c in SHUFFLE_WRITES).rechunk()
     write_table(shuffled, out_path)
     reuse.save(plan)
     orders = shuffled.group_by("shuffle").len().sort("shuffle")
@@ -95,10 +92,11 @@ def _split(home: DataHome, settings: BuildSettings) -> dict:
     ledger = pl.read_parquet(ledger_path) if ledger_path.exists() else None
     config = SplitConfig(settings.split_train, settings.split_valid, settings.split_test, seed=settings.seed)
     with_split, new_ledger = assign_splits(shuffled, ledger, config)
-    # questions whose family joined questions the ledger had put in other splits (split.py)
-    moved = read_ledger(ledger).join(new_ledger, on="question_id", suffix="_now").filter(
-        pl.col("split") != pl.col("split_now")
-    ).join(with_split.select("question_id"), on="question_id").height
+    # the questions the ledger held, with their split then; moved: those whose family joined
+    # questions the ledger had put in other splits (split.py)
+    ledgered = with_split.select("question_id", "split").join(
+        read_ledger(ledger).select("question_id", pl.col("split").alias("_split_before")), on="question_id")
+    moved = int((ledgered["split"] != ledgered["_split_before"]).sum())
     questions = with_split.with_columns(
         pl.col("problem_image").is_not_null().alias("pic_prob"),
         pl.col("choice_images").is_not_null().alias("pic_choice"),
@@ -115,9 +113,9 @@ def _split(home: DataHome, settings: BuildSettings) -> dict:
     write_table(new_ledger, ledger_path, dictionary=False)
     counts = questions.group_by("split").len()
     # the ledger's questions keep their split (looked up); the others' families are dealt
-    ledgered = questions.join(read_ledger(ledger), on="question_id", how="semi").height
     return {"questions": questions.height, "splits": dict(zip(counts["split"].to_list(), counts["len"].to_list())),
-            "moved_by_family_merges": moved, "rows_reused": ledgered, "rows_computed": questions.height - ledgered}
+            "moved_by_family_merges": moved, "rows_reused": ledgered.height,
+            "rows_computed": questions.height - ledgered.height}
 
 
 def statistics_stage(home: DataHome) -> tuple[pl.DataFrame, str]:
@@ -136,9 +134,12 @@ def statistics_figures(home: DataHome) -> dict:
     )
 
 
+STATISTICS_READS = ("subject", "skill", "num_choices", "split")  # what dataset_statistics reads
+
+
 def _statistics(home: DataHome) -> dict:
 
-    stats = dataset_statistics(read_lake(home, "questions"))
+    stats = dataset_statistics(read_lake(home, "questions", columns=list(STATISTICS_READS)))
     write_table(stats, lake(home, "dataset_statistics"))
     return {"rows": stats.height}
 

@@ -58,7 +58,7 @@ def _tags(home: DataHome, settings: BuildSettings) -> dict:
     if plan.reused.height:
         # the previous file is in TAG_ORDER: its rule tags of the reused questions still are
         previous = pl.read_parquet(out_path).filter(pl.col("source") == RULES_SOURCE)
-        tags = pl.concat([plan.previous(previous), tags.cast(previous.schema)])
+        tags = pl.concat([plan.previous_of_earlier_keys(previous), tags.cast(previous.schema)])
     figures = {"auto_tagged_questions": questions.height, "auto_tags": tags.height, **plan.figures()}
     if settings.manual_tags:
         manual = load_manual_tags(settings.manual_tags, taxonomy)

@@ -136,11 +136,12 @@ def lake(home: DataHome, name: str) -> Path:
     return home.lake_path(name)
 
 
-def read_lake(home: DataHome, name: str) -> pl.DataFrame:
+def read_lake(home: DataHome, name: str, columns: list[str] | None = None) -> pl.DataFrame:
+    """Lake table ``name`` (only ``columns`` when given: the others are not decoded)."""
     path = lake(home, name)
     if not path.exists():
         raise FileNotFoundError(f"lake table {name} is missing at {path}; materialize its asset first")
-    return pl.read_parquet(path)
+    return pl.read_parquet(path, columns=columns)
 
 
 def write_quarantine(home: DataHome, stage: str, frame: pl.DataFrame) -> int:

@@ -17,8 +17,8 @@ How a stage uses it::
     reuse.save(plan)                          # then the reuse state
     figures.update(plan.figures())            # rows_reused / rows_computed (/ reuse_refused)
 
-What "unchanged" means. For every input row the plan computes a content digest of ``columns``
-(the input columns the stage reads, per ``key``): two 64-bit Polars row hashes
+What "unchanged" means. For every input row the plan computes a content digest of ``key`` and
+``columns`` (the input columns the stage reads): two 64-bit Polars row hashes
 (``DataFrame.hash_rows``) with fixed seeds, 128 bits. A row is reused when its key was in the
 previous input with the same digest and the previous run's *context* is the same: the stage
 name and ``version``, ``key``,
@@ -29,6 +29,12 @@ every row is computed, as in a build from scratch. Reuse is refused too when an 
 recorded with the state is missing or not the file the state was saved with (size and
 mtime_ns: a crash between the outputs and the state, or an edit by hand), and when
 ``STEMFORGE_ROW_REUSE=0`` is set in the environment (a switch for comparisons and debugging).
+
+Finding rows without joins on the key: the previous state's rows are in the previous input's
+order, so ``plan`` matches digests (numbers) and ``plan.previous`` takes an output of one row per
+key in that order (as the stages write it) by row number; ``plan.previous_of_earlier_keys`` drops
+the few keys not reused from an output of several rows per key; ``in_order_of`` puts a stage's
+results in its input's order by a sort where a join is not needed.
 
 Rows whose key is gone from the input are not in ``plan.reused``: ``plan.previous`` drops
 their output rows, so deletions drop rows. A stage whose row results depend on other rows
@@ -55,6 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+import numpy as np
 import polars as pl
 
 from pipelines.store.atomic import atomic_write_text
@@ -63,7 +70,7 @@ from pipelines.store.home import DataHome
 from pipelines.store.lake import write_table
 from pipelines.store.memo import file_identity
 
-STATE_FORMAT = 2
+STATE_FORMAT = 3  # 3: the digest covers the key too
 DIGEST_COLUMNS = ("digest_a", "digest_b")
 # fixed seeds: the digest of a row must be the same in every process
 _SEEDS = (0x5EED_0001, 0x5EED_0002)
@@ -91,6 +98,18 @@ def canonical(frame: pl.DataFrame, by: str | Sequence[str]) -> pl.DataFrame:
     return frame.sort(by, maintain_order=True).rechunk()
 
 
+def in_order_of(frame: pl.DataFrame, rows: pl.DataFrame, key: str | Sequence[str]) -> pl.DataFrame:
+    """``rows`` (one per key of ``frame``, in any order, key columns included) in the row order of
+    ``frame``, keys left out of ``rows`` null. A stage's input is sorted by its key, so sorting
+    ``rows`` by it and checking the keys line up usually does it (a join costs five times as much)."""
+    key = [key] if isinstance(key, str) else list(key)
+    if rows.height == frame.height:
+        ordered = rows.sort(key, maintain_order=True)
+        if all(ordered[k].equals(frame[k], check_dtypes=True, null_equal=False) for k in key):
+            return ordered
+    return frame.select(key).join(rows, on=key, how="left", maintain_order="left")
+
+
 def reuse_enabled() -> bool:
     return os.environ.get(DISABLE_VARIABLE, "1").strip().lower() not in ("0", "false", "no", "off")
 
@@ -105,15 +124,40 @@ class ReusePlan:
     digests: pl.DataFrame  # key + digest of every current input row (saved by ``RowReuse.save``)
     refused: str = ""  # why nothing is reused ("" when reuse was possible)
     _input: pl.DataFrame | None = field(default=None, repr=False)
+    # per row of ``reused``: its row in the previous state, whose key columns are ``_previous_keys``
+    _previous_rows: pl.Series | None = field(default=None, repr=False)
+    _previous_keys: pl.DataFrame | None = field(default=None, repr=False)
 
     def previous(self, output: pl.DataFrame, on: str | Sequence[str] | None = None) -> pl.DataFrame:
         """The rows of a previous ``output`` whose key is reused (several rows per key allowed);
-        ``on`` names the output's key columns when they differ from the input's."""
+        ``on`` names the output's key columns when they differ from the input's. An output of one
+        row per key in the previous input's order (what stages write) is taken by row number, in
+        the order of ``reused``; any other by a join, in its own order."""
         on = self.key if on is None else ([on] if isinstance(on, str) else list(on))
         if self.reused.height == 0:
             return output.clear()
+        if self._previous_rows is not None and self._previous_keys is not None \
+                and output.height == self._previous_keys.height \
+                and all(output[o].equals(self._previous_keys[k], check_dtypes=True, null_equal=False)
+                        for o, k in zip(on, self.key)):
+            return output[self._previous_rows]
         keys = self.reused.rename(dict(zip(self.key, on)))
         return output.join(keys, on=on, how="semi", maintain_order="left")
+
+    def previous_of_earlier_keys(self, output: pl.DataFrame, on: str | Sequence[str] | None = None) -> pl.DataFrame:
+        """``previous`` for an output whose every key was a key of the previous input (a stage's
+        own previous output is): its rows minus those of the keys not reused (changed, gone or
+        recomputed), found with a join on those few keys instead of the many reused ones. Keeps
+        the output's order."""
+        on = self.key if on is None else ([on] if isinstance(on, str) else list(on))
+        if self._previous_rows is None or self._previous_keys is None:
+            return self.previous(output, on)
+        if self.reused.height == 0:
+            return output.clear()
+        not_reused = np.ones(self._previous_keys.height, dtype=bool)
+        not_reused[self._previous_rows.to_numpy()] = False
+        dropped = self._previous_keys.filter(pl.Series(not_reused)).rename(dict(zip(self.key, on)))
+        return output.join(dropped, on=on, how="anti", maintain_order="left")
 
     def recompute(self, keys: pl.DataFrame) -> None:
         """Compute these keys too (rows affected by a change elsewhere), even if unchanged."""
@@ -121,7 +165,10 @@ class ReusePlan:
         moving = self.reused.join(keys, on=self.key, how="semi")
         if moving.height == 0:
             return
-        self.reused = self.reused.join(moving, on=self.key, how="anti", maintain_order="left")
+        staying = self.reused.with_row_index("_row").join(moving, on=self.key, how="anti", maintain_order="left")["_row"]
+        self.reused = self.reused[staying]
+        if self._previous_rows is not None:
+            self._previous_rows = self._previous_rows.gather(staying)
         assert self._input is not None
         self.todo = self._input.join(self.reused, on=self.key, how="anti", maintain_order="left")
 
@@ -204,7 +251,7 @@ class RowReuse:
 
     def plan(self, frame: pl.DataFrame) -> ReusePlan:
         """Compare ``frame`` (the stage's input, one row per key) with the previous run's state."""
-        digests = row_digests(frame, self.key, self.columns)
+        digests = row_digests(frame, self.key, list(dict.fromkeys([*self.key, *self.columns])))
         refused, previous = self._refusal(self.context(frame))
         if previous is None:
             return ReusePlan(self.key, frame, digests.select(self.key).clear(), digests, refused, frame)
@@ -213,9 +260,25 @@ class RowReuse:
         except pl.exceptions.PolarsError:
             return ReusePlan(self.key, frame, digests.select(self.key).clear(), digests,
                              "row state unreadable", frame)
-        reused = digests.join(previous, on=[*self.key, *DIGEST_COLUMNS], how="semi", maintain_order="left").select(self.key)
-        todo = frame.join(reused, on=self.key, how="anti", maintain_order="left")
-        return ReusePlan(self.key, todo, reused, digests, "", frame)
+        # the digests cover the key: a join on them alone (numbers) finds each row's previous row,
+        # whose key is then compared, so a digest shared by chance reuses nothing
+        matched = digests.select(DIGEST_COLUMNS).join(
+            previous.select(DIGEST_COLUMNS).with_row_index("_previous_row"), on=list(DIGEST_COLUMNS), how="left",
+            maintain_order="left",
+        )["_previous_row"]
+        if matched.len() != frame.height:  # a previous state with a row twice: by key
+            reused = digests.join(previous, on=[*self.key, *DIGEST_COLUMNS], how="semi", maintain_order="left").select(self.key)
+            todo = frame.join(reused, on=self.key, how="anti", maintain_order="left")
+            return ReusePlan(self.key, todo, reused, digests, "", frame)
+        previous_keys = previous.select(self.key)
+        same = matched.is_not_null()
+        if same.any():
+            at = matched.fill_null(0)
+            for k in self.key:
+                same = same & (previous_keys[k].gather(at) == digests[k]).fill_null(False)
+        reused = digests.select(self.key).filter(same)
+        todo = frame.filter(~same)
+        return ReusePlan(self.key, todo, reused, digests, "", frame, matched.filter(same), previous_keys)
 
     def save(self, plan: ReusePlan, frame: pl.DataFrame | None = None) -> None:
         """Record the state after every output of the stage is written (``frame``: the input

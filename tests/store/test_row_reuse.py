@@ -9,7 +9,7 @@ import pytest
 from pipelines.store import row_reuse
 from pipelines.store.home import DataHome
 from pipelines.store.lake import write_table
-from pipelines.store.row_reuse import RowReuse, canonical, row_digests
+from pipelines.store.row_reuse import RowReuse, canonical, in_order_of, row_digests
 
 SCHEMA = {"question_id": pl.String, "problem": pl.String, "choices": pl.List(pl.String), "skill": pl.String}
 
@@ -153,6 +153,56 @@ def test_recompute_moves_affected_keys_to_the_work(home):
     plan.recompute(pl.DataFrame({"question_id": ["q2", "q9"]}))
     assert plan.todo["question_id"].to_list() == ["q2"]
     assert sorted(plan.reused["question_id"].to_list()) == ["q1", "q3", "q4"]
+    # the previous output's rows of the keys still reused, each with its own values
+    previous = plan.previous(pl.read_parquet(home.lake_path("doubled")))
+    assert previous.sort("question_id").rows() == [("q1", "What is 2+2?" * 2), ("q3", ""), ("q4", "Which is larger?" * 2)]
+
+
+def test_an_output_in_another_order_than_the_input_is_reused_by_key(home, tmp_path):
+    """The input in reverse key order: the output (sorted) is not in the state's order, so its
+    reused rows are found by key, not by row number."""
+    stage_run(home, BASE.reverse())
+    changed = BASE.reverse().with_columns(
+        pl.when(pl.col("question_id") == "q3").then(pl.lit("Now what?")).otherwise(pl.col("problem")).alias("problem"))
+    figures = stage_run(home, changed)
+    assert figures["computed_ids"] == ["q3"] and figures["rows_reused"] == 3
+    assert output(home) == fresh_output(tmp_path, changed)
+
+
+def test_two_keys_with_the_same_content_are_each_reused_with_their_own_output(home, tmp_path):
+    same = frame([("q1", "Same", ["a"], "x"), ("q2", "Same", ["a"], "x"), ("q3", "Other", None, "x")])
+    stage_run(home, same)
+    changed = same.filter(pl.col("question_id") != "q1")
+    figures = stage_run(home, changed)
+    assert figures["rows_reused"] == 2 and figures["rows_computed"] == 0
+    assert pl.read_parquet(home.lake_path("doubled"))["question_id"].to_list() == ["q2", "q3"]
+    assert output(home) == fresh_output(tmp_path, changed)
+
+
+def test_rows_of_an_output_with_several_rows_per_key_are_the_same_found_either_way(home):
+    """``previous_of_earlier_keys`` (a join on the keys not reused) gives what ``previous`` (a join
+    on the reused ones) gives for an output whose keys all came from the previous input."""
+    stage_run(home, BASE)
+    tags = pl.DataFrame({"question_id": ["q1", "q1", "q2", "q3", "q4", "q4"], "tag": list("abcdef")})
+    changed = BASE.filter(pl.col("question_id") != "q2").with_columns(
+        pl.when(pl.col("question_id") == "q4").then(pl.lit("Edited")).otherwise(pl.col("problem")).alias("problem"))
+    reuse = RowReuse(home, "doubled", key="question_id", columns=["problem", "choices"],
+                     outputs=[home.lake_path("doubled")], code=doubled)
+    plan = reuse.plan(changed)
+    assert plan.previous_of_earlier_keys(tags).equals(plan.previous(tags))
+    assert plan.previous_of_earlier_keys(tags)["tag"].to_list() == ["a", "b", "d"]
+    plan.recompute(pl.DataFrame({"question_id": ["q1"]}))
+    assert plan.previous_of_earlier_keys(tags)["tag"].to_list() == ["d"] == plan.previous(tags)["tag"].to_list()
+
+
+def test_results_are_put_in_the_input_order_whether_or_not_they_cover_every_key():
+    frame = pl.DataFrame({"question_id": ["q1", "q2", "q3"], "x": [1, 2, 3]})
+    rows = pl.DataFrame({"question_id": ["q3", "q1", "q2"], "y": ["c", "a", "b"]})
+    assert in_order_of(frame, rows, "question_id").equals(pl.DataFrame({"question_id": ["q1", "q2", "q3"], "y": ["a", "b", "c"]}))
+    unsorted = frame.reverse()
+    assert in_order_of(unsorted, rows, "question_id")["y"].to_list() == ["c", "b", "a"]
+    partial = in_order_of(frame, rows.filter(pl.col("question_id") != "q2"), "question_id")
+    assert partial["y"].to_list() == ["a", None, "c"]
 
 
 def test_digests_are_per_content_and_canonical_layout_gives_the_same_bytes(tmp_path):
