@@ -41,6 +41,7 @@ from pipelines.clean.dedup.phash import (
     THUMB_BYTES,
     thumbnail_distance,
 )
+from pipelines.store.id_hash import splitmix64
 
 NO_HASH = np.uint64(0xFFFFFFFFFFFFFFFF)
 SAME_BOX = 10  # permille: content boxes this close are the same layout
@@ -93,14 +94,6 @@ _DESCRIPTOR_SCHEMA = {
     "content_thumbnail": pl.Binary, "content_box": pl.List(pl.Int64), "colours": pl.Binary,
 }
 _DIGEST_SEED = np.uint64(0x1D2E3F4A5B6C7D8E)
-
-
-def splitmix64(x: np.ndarray) -> np.ndarray:
-    """The splitmix64 finalizer, element-wise on a uint64 array (returns a new array)."""
-    x = np.asarray(x, dtype=np.uint64)
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
 
 
 def _slots(present: np.ndarray, rows: int) -> np.ndarray:
