@@ -56,38 +56,22 @@ def all_sources_request(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
     return dg.RunRequest(run_config=IN_PROCESS, tags={**ingest.all_sources_tags(keys), "stemforge/command": "schedule"})
 
 
-@dg.schedule(
-    job=build_job,
-    cron_schedule="0 3 * * *",
-    name="nightly_full_rebuild",
-    default_status=dg.DefaultScheduleStatus.STOPPED,
-    description="Rebuild everything every night at 03:00 over all configured sources (turn it on in the UI).",
-)
-def full_rebuild_schedule(context: dg.ScheduleEvaluationContext):
-    return all_sources_request(context)
+def all_sources_schedule(name: str, job: dg.UnresolvedAssetJobDefinition, cron: str, description: str
+                         ) -> dg.ScheduleDefinition:
+    """A schedule (off until turned on in the UI) of one run of ``job`` over every configured source."""
+    return dg.ScheduleDefinition(name=name, job=job, cron_schedule=cron, execution_fn=all_sources_request,
+                                 default_status=dg.DefaultScheduleStatus.STOPPED, description=description)
 
 
-@dg.schedule(
-    job=refresh_job,
-    cron_schedule="0 3 * * *",
-    name="nightly_refresh",
-    default_status=dg.DefaultScheduleStatus.STOPPED,
-    description="Every night at 03:00, everything but the release export (pair it with weekly_release "
-                "instead of nightly_full_rebuild).",
-)
-def nightly_refresh_schedule(context: dg.ScheduleEvaluationContext):
-    return all_sources_request(context)
-
-
-@dg.schedule(
-    job=build_job,
-    cron_schedule="0 5 * * 0",
-    name="weekly_release",
-    default_status=dg.DefaultScheduleStatus.STOPPED,
-    description="Sundays at 05:00, everything, the release export included.",
-)
-def weekly_release_schedule(context: dg.ScheduleEvaluationContext):
-    return all_sources_request(context)
+full_rebuild_schedule = all_sources_schedule(
+    "nightly_full_rebuild", build_job, "0 3 * * *",
+    "Rebuild everything every night at 03:00 over all configured sources (turn it on in the UI).")
+nightly_refresh_schedule = all_sources_schedule(
+    "nightly_refresh", refresh_job, "0 3 * * *",
+    "Every night at 03:00, everything but the release export (pair it with weekly_release instead of "
+    "nightly_full_rebuild).")
+weekly_release_schedule = all_sources_schedule(
+    "weekly_release", build_job, "0 5 * * 0", "Sundays at 05:00, everything, the release export included.")
 
 
 @dg.logger(

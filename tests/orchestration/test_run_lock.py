@@ -111,7 +111,8 @@ def test_the_schedule_launches_in_process_runs(tmp_path):
 
     home = DataHome(tmp_path / "home")
     with home_instance(home):
-        request = full_rebuild_schedule(dg.build_schedule_context(instance=dg.DagsterInstance.get()))
+        context = dg.build_schedule_context(instance=dg.DagsterInstance.get())
+        (request,) = full_rebuild_schedule.evaluate_tick(context).run_requests
     assert request.run_config == {"execution": {"config": {"in_process": {}}}}
 
 
