@@ -210,9 +210,10 @@ def _key_digests(frame: pl.DataFrame, key: list[str]) -> tuple[pl.DataFrame, np.
 
     Several rows per key (tags, options of a question): one digest per key, the sum modulo 2**64 of
     its rows' digests: the same whatever the rows' order, each row counted as often as it occurs (a
-    key with one row keeps that row's digest, as in a table where keys are unique). Lake tables are
-    sorted by their key, so a key's rows are one run and the sums are differences of running sums;
-    other tables are grouped."""
+    key with one row keeps that row's digest, as in a table where keys are unique). When each key's
+    rows are one run (lake tables sorted by their key, and tables of distinct keys in any order such
+    as quarantine's) the sums are differences of running sums, in the order keys first occur as
+    grouping gives them; other tables are grouped."""
     digests = row_digests(frame, key, frame.columns)
     if frame.height == 0:
         return digests, np.zeros(0, dtype=np.int64)
@@ -222,13 +223,26 @@ def _key_digests(frame: pl.DataFrame, key: list[str]) -> tuple[pl.DataFrame, np.
     last_of_run[-1] = True
     run_ends = np.flatnonzero(last_of_run)
     ends = digests if len(run_ends) == frame.height else digests.filter(pl.Series(last_of_run))
-    if _strictly_increasing(ends.select(key)):  # so no key has a second run
+    if _one_run_per_key(ends.select(key)):
         if len(run_ends) < frame.height:
             ends = ends.with_columns(pl.Series(c, _run_sums(digests[c].to_numpy(), run_ends)) for c in DIGEST_COLUMNS)
         lengths = np.diff(run_ends, prepend=-1)
         return ends, np.repeat(np.arange(len(run_ends)), lengths)
     # in the order keys first occur: the state file's bytes are the same on every run
     return digests.group_by(key, maintain_order=True).agg(pl.col(c).sum() for c in DIGEST_COLUMNS), None
+
+
+def _one_run_per_key(keys_of_runs: pl.DataFrame) -> bool:
+    """Whether no key has a second run: the keys of the runs are in order (cheap), or distinct (a
+    hash of the keys; not tried with null keys, which stay grouped)."""
+    if _strictly_increasing(keys_of_runs):
+        return True
+    if any(keys_of_runs[k].null_count() for k in keys_of_runs.columns):
+        return False
+    try:
+        return keys_of_runs.n_unique() == keys_of_runs.height
+    except pl.exceptions.PolarsError:  # a key type without a hash
+        return False
 
 
 def _strictly_increasing(keys: pl.DataFrame) -> bool:

@@ -202,6 +202,25 @@ def test_sorted_and_unsorted_rows_give_the_same_key_digests():
         warehouse_update.group_digests(many, ["question_id"]))  # the same rows in the same order each time
 
 
+def test_distinct_keys_in_any_order_are_summed_over_runs_like_grouping():
+    def grouped(frame: pl.DataFrame, key: list[str]) -> pl.DataFrame:
+        digests = warehouse_update.row_digests(frame, key, frame.columns)
+        return digests.group_by(key, maintain_order=True).agg(pl.col("digest_a").sum(), pl.col("digest_b").sum())
+
+    blocks = options(list(range(60)), edited={7})
+    by_question = {q: blocks.filter(pl.col("question_id") == q) for q in blocks["question_id"].unique()}
+    unsorted = pl.concat([by_question[f"q{i:05d}"] for i in [*range(30, 60), *reversed(range(30))]])
+    unique_rows = options(list(range(500))).filter(pl.col("position") == 0).sample(fraction=1.0, shuffle=True, seed=5)
+    for frame, key in ((unsorted, ["question_id"]), (unique_rows, ["question_id"]),
+                       (unique_rows.with_columns(pl.col("text").alias("source")), ["source", "question_id"])):
+        digests, row_keys = warehouse_update._key_digests(frame, key)
+        assert row_keys is not None  # one run per key: no grouping
+        assert digests.equals(grouped(frame, key))  # the same sums in the same order as grouping
+        assert digests[key[-1]].gather(row_keys).equals(frame[key[-1]])
+    twice = pl.concat([unsorted.head(3), unsorted.slice(3, 3), unsorted.head(3)])  # a key in two runs
+    assert warehouse_update._key_digests(twice, ["question_id"])[1] is None
+
+
 def test_keys_of_several_columns_with_nulls_are_digested_and_updated(tmp_path):
     def quarantine(reasons: dict) -> pl.DataFrame:
         keys = [("s", f"k{i}") for i in range(400)] + [("s", None), (None, "k1")]
@@ -219,6 +238,24 @@ def test_keys_of_several_columns_with_nulls_are_digested_and_updated(tmp_path):
     result = publish_warehouse(home)
     assert result.figures["tables_updated"]["quarantine"] == "updated: 2 rows out, 2 in"
     assert contents(home) == fresh_contents(tmp_path, questions(10), tables={"quarantine/filter": changed})
+
+
+def test_quarantine_files_of_distinct_keys_out_of_order_are_updated_in_place(tmp_path):
+    def quarantine(stage: str, ids: list[int], reasons: dict) -> pl.DataFrame:
+        return pl.DataFrame({"source": ["s"] * len(ids), "source_key": [f"k{i}" for i in ids],
+                             "stage": [stage] * len(ids), "reason": [reasons.get(i, "empty") for i in ids]})
+
+    home = DataHome(tmp_path / "home")
+    write_lake(home, questions(10))
+    write_table(quarantine("filter", list(range(300, 0, -1)), {}), home.lake_path("quarantine/filter"))
+    write_table(quarantine("latex", list(range(301, 400)), {}), home.lake_path("quarantine/latex"))
+    publish_warehouse(home)
+    edited = quarantine("filter", [*range(300, 10, -1), 999], {42: "too long"})  # k1..k10 gone, k999 new
+    write_table(edited, home.lake_path("quarantine/filter"))
+    result = publish_warehouse(home)
+    assert result.figures["tables_updated"]["quarantine"] == "updated: 11 rows out, 2 in"
+    assert contents(home) == fresh_contents(tmp_path, questions(10), tables={
+        "quarantine/filter": edited, "quarantine/latex": quarantine("latex", list(range(301, 400)), {})})
 
 
 def _publish_and_die_at(root: str, step: str) -> None:
