@@ -57,7 +57,7 @@ from typing import Mapping, NamedTuple
 import numpy as np
 import polars as pl
 
-from pipelines.clean.dedup.graph_state import GraphState, GraphUpdate, components, ids_of, update_graph
+from pipelines.clean.dedup.graph_state import GraphState, GraphUpdate, components, update_graph
 from pipelines.clean.dedup.image_index import band_layout
 from pipelines.store.row_reuse import row_digests
 from pipelines.store.lake import empty_frame
@@ -203,11 +203,25 @@ def _mix(acc: np.ndarray, value) -> np.ndarray:
     return splitmix64(np.bitwise_xor(acc, value))
 
 
-def _string_map(frame: pl.DataFrame, texts: TextForms, kind: str) -> dict[str, str]:
-    strings = pl.concat(
+def _strings(frame: pl.DataFrame) -> list[str]:
+    """The distinct problem and choice texts."""
+    return pl.concat(
         [frame["problem"].drop_nulls(), frame["choices"].explode().drop_nulls()], how="vertical"
-    ).unique()
-    return texts.map(kind, strings.to_list())
+    ).unique().to_list()
+
+
+def _by_distinct_list(column: pl.Series, derive) -> pl.DataFrame:
+    """``derive(column.to_frame())``, computed once per distinct list of ``column`` (questions share
+    option lists): rows find their list by its hash, and a failed check of the match (a collision)
+    falls back to deriving every row."""
+    name = column.name
+    keyed = pl.DataFrame([column, column.hash(seed=0).alias("_hash")])
+    distinct = keyed.filter(pl.col(name).is_not_null()).unique("_hash", keep="any")
+    derived = pl.concat([distinct, derive(distinct.select(name))], how="horizontal").rename({name: "_list"})
+    joined = keyed.join(derived, on="_hash", how="left", maintain_order="left")
+    if joined.select(pl.col("_list").eq_missing(pl.col(name)).all()).item():
+        return joined.drop(name, "_hash", "_list")
+    return derive(column.to_frame())
 
 
 class _Questions:
@@ -216,12 +230,22 @@ class _Questions:
 
     def __init__(self, frame: pl.DataFrame, texts: TextForms):
         self.n = frame.height
-        normalized = _string_map(frame, texts, "normalized")
+        strings = _strings(frame)
+        normalized = texts.map("normalized", strings)
         canonical_stem = texts.map("stem", frame["problem"].drop_nulls().unique().to_list())
-        canonical_option = _string_map(frame, texts, "option")
+        canonical_option = texts.map("option", strings)
 
         def mapped(col: pl.Expr, mapping: dict) -> pl.Expr:
             return col.replace_strict(mapping, default="", return_dtype=pl.String)
+
+        def text_options(lists: pl.DataFrame) -> pl.DataFrame:
+            return lists.select(
+                pl.col("choices").list.eval(mapped(pl.element(), normalized)).alias("choices_norm"),
+                pl.col("choices").list.eval(mapped(pl.element(), canonical_option)).alias("choices_canonical"),
+            ).with_columns(
+                (pl.lit("t:") + pl.col("choices_norm").list.sort().list.join("\x1f")).alias("text_key"),
+                (pl.lit("t:") + pl.col("choices_canonical").list.sort().list.join("\x1f")).alias("text_shape"),
+            )
 
         derived = frame.select(
             "source",
@@ -231,17 +255,15 @@ class _Questions:
             "answer_idx",
             mapped(pl.col("problem"), normalized).alias("problem_norm"),
             mapped(pl.col("problem"), canonical_stem).alias("stem"),
-            pl.col("choices").list.eval(mapped(pl.element(), normalized)).alias("choices_norm"),
-            pl.col("choices").list.eval(mapped(pl.element(), canonical_option)).alias("choices_canonical"),
-        ).with_columns(
+        ).with_columns(_by_distinct_list(frame["choices"], text_options)).with_columns(
             pl.when(pl.col("choices_norm").is_not_null())
-            .then(pl.lit("t:") + pl.col("choices_norm").list.sort().list.join("\x1f"))
+            .then(pl.col("text_key"))
             .when(pl.col("choice_images").is_not_null())
             .then(pl.lit("i:") + pl.col("choice_images").list.sort().list.join("\x1f"))
             .otherwise(pl.lit("-"))
             .alias("options_key"),
             pl.when(pl.col("choices_canonical").is_not_null())
-            .then(pl.lit("t:") + pl.col("choices_canonical").list.sort().list.join("\x1f"))
+            .then(pl.col("text_shape"))
             .when(pl.col("choice_images").is_not_null())
             .then(pl.lit("i:") + pl.col("choice_images").list.len().cast(pl.String))
             .otherwise(pl.lit("-"))
@@ -268,21 +290,27 @@ class _Questions:
                 separator="\x1e",
             ).alias("identity")
         )
-        self.problem_image = derived["problem_image"].to_list()
-        with_pics = derived.select(pl.int_range(pl.len()).alias("row"), "choice_images").filter(
-            pl.col("choice_images").is_not_null()
-        )
-        self.image_options: dict[int, tuple[str, ...]] = {
-            r: tuple(x) for r, x in zip(with_pics["row"].to_list(), with_pics["choice_images"].to_list())
-        }
+        self.problem_images = derived["problem_image"]
+        self.choice_images = derived["choice_images"]
+        self.has_options = self.choice_images.is_not_null().to_numpy()  # image options
         sha = hashlib.sha256
-        self.question_id = [sha(x.encode("utf-8")).hexdigest()[:16] for x in derived["identity"].to_list()]
+        digests = b"".join([sha(x).digest()[:8] for x in derived["identity"].cast(pl.Binary).to_list()])
+        self.ids = np.frombuffer(digests, dtype=">u8").astype(np.uint64)  # question_id as uint64
+        self.question_id = _hex_series("question_id", digests.hex().encode("ascii"), self.n)
         self.frame = derived.select("source", "source_key", "answer")
         self.blocking = derived.select("stem", "problem_image", "options_shape")
         self.attributes = derived.select(
             "source", "source_key", "problem_norm", "stem", "problem_image", "options_key", "options_shape",
             "answer_canonical", "choice_images",
         )
+
+    def problem_image(self, rows) -> list:
+        return self.problem_images.gather(rows).to_list()
+
+    def image_options(self, rows) -> dict[int, tuple[str, ...]]:
+        """The image options of those ``rows`` that have them."""
+        rows = [r for r in np.asarray(rows, dtype=np.int64).tolist() if self.has_options[r]]
+        return dict(zip(rows, map(tuple, self.choice_images.gather(rows).to_list())))
 
     def pair_texts(self, rows: list[int]) -> dict[int, "PairTexts"]:
         """The texts a taken pair's evidence and answer check read, for ``rows`` (read for those rows
@@ -292,10 +320,34 @@ class _Questions:
                                   picked["options_key"].to_list())))
 
 
+def _hex_series(name: str, hex_digits: bytes, n: int) -> pl.Series:
+    """A String series of ``n`` 16-character strings laid end to end in ``hex_digits``."""
+    import pyarrow as pa
+
+    offsets = np.arange(0, 16 * (n + 1), 16, dtype=np.int64)
+    array = pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(hex_digits)])
+    return pl.Series(name, array)
+
+
 class PairTexts(NamedTuple):
     problem: str          # normalized
     answer: str | None    # canonical
     options_key: str
+
+
+def _duplicated_in_order(keys: pl.DataFrame, order: np.ndarray) -> np.ndarray:
+    """``keys.is_duplicated()`` given the rows' sort ``order`` by all of ``keys``: equal rows are adjacent."""
+    ordered = keys[order]
+    same = np.ones(max(len(order) - 1, 0), dtype=bool)
+    for name in keys.columns:
+        column = ordered[name]
+        same &= column[1:].eq_missing(column[:-1]).to_numpy()
+    in_order = np.zeros(len(order), dtype=bool)
+    in_order[1:] |= same
+    in_order[:-1] |= same
+    out = np.empty(len(order), dtype=bool)
+    out[order] = in_order
+    return out
 
 
 def _answers_agree(a: str | None, b: str | None, image_answers: bool, matcher: ImageMatcher) -> bool:
@@ -334,9 +386,11 @@ def deduplicate(
     missing = [c for c in REQUIRED_COLUMNS if c not in questions.columns]
     if missing:
         raise DedupInputError(f"questions frame lacks column(s) {', '.join(missing)}")
-    dupes = questions.select("source", "source_key").is_duplicated()
+    # Preference rank: smallest (source, source_key) first.
+    order = questions.select(pl.arg_sort_by("source", "source_key")).to_series().to_numpy()
+    dupes = _duplicated_in_order(questions.select("source", "source_key"), order)
     if dupes.any():
-        row = questions.filter(dupes).row(0, named=True)
+        row = questions.row(int(np.argmax(dupes)), named=True)
         raise DedupInputError(f"record ({row['source']}, {row['source_key']}) appears twice in the input")
 
     index = _as_index(images, thumbnail_of)
@@ -345,8 +399,8 @@ def deduplicate(
     rows = np.arange(n, dtype=np.int64)
     # Preference rank: smallest (source, source_key) first.
     rank = np.empty(n, dtype=np.int64)
-    rank[questions.select(pl.arg_sort_by("source", "source_key")).to_series().to_numpy()] = rows
-    qid = pl.Series("question_id", q.question_id, dtype=pl.String)
+    rank[order] = rows
+    qid = q.question_id
 
     # ---- exact groups ------------------------------------------------------------------
     ids = pl.DataFrame({"qid": qid, "rank": rank, "row": rows, "answer": q.frame["answer"]})
@@ -437,15 +491,16 @@ class _Candidates:
     ``option_images`` (image names or None) must then be close enough for some near-equality
     rule of ``image_match`` (every option of one close to some option of the other)."""
 
-    def __init__(self, exact_key: np.ndarray, problem_images: list, option_images: list | None, index: ImageIndex,
-                 config: DedupConfig, large: np.ndarray | None = None):
+    def __init__(self, exact_key: np.ndarray, problem_images: pl.Series | list, option_images: pl.Series | list | None,
+                 index: ImageIndex, config: DedupConfig, large: np.ndarray | None = None):
         self.m = m = len(exact_key)
+        problem_images = pl.Series(problem_images, dtype=pl.String)
         self.key = exact_key.astype(np.uint64)
         self._large = large  # given when an item stands for several questions
         self.config = config
         self.index = index
         prob = index.rows(problem_images)
-        self.has_prob = np.fromiter((x is not None for x in problem_images), dtype=bool, count=m)
+        self.has_prob = problem_images.is_not_null().to_numpy()
         self.prob_hash = np.where(prob >= 0, index.phash[prob], NO_HASH).astype(np.uint64)
         self.prob_hashed = (prob >= 0) & index.has_phash[prob]
         self.prob_content = (prob >= 0) & index.has_content[prob]
@@ -453,15 +508,16 @@ class _Candidates:
         # what the rule reads of this item's images, for the graph state's node digests
         self.image_digest = _mix(_U64(0x51), index.descriptor_digest[prob])
         # problem image identity as an integer (0 = none), for equality of undescribed images
-        self.image_id = pl.Series(problem_images, dtype=pl.String).rank("dense").fill_null(0).to_numpy()
+        self.image_id = problem_images.rank("dense").fill_null(0).to_numpy()
         self.opt_count = np.zeros(m, dtype=np.int64)
         self.opt = None
         if option_images is not None:
-            self.opt_count = np.fromiter((0 if x is None else len(x) for x in option_images), dtype=np.int64, count=m)
+            option_images = pl.Series(option_images, dtype=pl.List(pl.String))
+            self.opt_count = option_images.list.len().fill_null(0).to_numpy().astype(np.int64)
         if option_images is not None and self.opt_count.max(initial=0) > 0:
             width = int(self.opt_count.max())
             owners = np.repeat(np.arange(m), self.opt_count)
-            names = [x for xs in option_images if xs is not None for x in xs]
+            names = option_images.filter(pl.Series(self.opt_count > 0)).explode()
             column = np.arange(len(names)) - np.repeat(np.cumsum(self.opt_count) - self.opt_count, self.opt_count)
             rows = index.rows(names)
             self.opt = np.full((m, width), -2, dtype=np.int64)  # -2: no option here
@@ -470,8 +526,9 @@ class _Candidates:
             # an undescribed option image: a hash of its name, far from everything in practice
             hashed = (rows >= 0) & index.has_phash[rows]
             hashes = index.phash[rows]
-            for k in np.flatnonzero(~hashed).tolist():
-                hashes[k] = _key64(names[k])
+            unhashed = np.flatnonzero(~hashed)
+            for k, name in zip(unhashed.tolist(), names.gather(unhashed).to_list()):
+                hashes[k] = _key64(name)
             self.opt_hash[owners, column] = hashes
             self.opt_content = np.zeros((m, width), dtype=bool)
             self.opt_content[owners, column] = (rows >= 0) & index.has_content[rows]
@@ -492,10 +549,10 @@ class _Candidates:
     @property
     def large(self) -> np.ndarray:
         """Per item: whether its block has more than ``small_block`` items (or ``large`` as given)."""
-        if self._large is not None:
-            return self._large
-        _, inverse, counts = np.unique(self.key, return_inverse=True, return_counts=True)
-        return counts[inverse.reshape(-1)] > self.config.small_block
+        if self._large is None:
+            _, inverse, counts = np.unique(self.key, return_inverse=True, return_counts=True)
+            self._large = counts[inverse.reshape(-1)] > self.config.small_block
+        return self._large
 
     @property
     def imaged(self) -> np.ndarray:
@@ -516,6 +573,8 @@ class _Candidates:
         cfg = self.config
         imaged = self.imaged
         sel = np.flatnonzero(imaged)
+        if only is not None:  # just the blocks of the ``only`` items
+            sel = sel[np.isin(self.key[sel], self.key[only & imaged])]
         order = sel[np.lexsort((self.image_id[sel], self.key[sel]))]
         k = self.key[order]
         starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]]) if len(k) else np.empty(0, dtype=np.int64)
@@ -601,21 +660,20 @@ def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: 
         pl.col("problem_image").is_null().cast(pl.String).alias("no_image")
     )
     key = _exact_key(rep_frame, ["stem", "options_shape", "no_image"], config.seed)
-    option_images = [q.image_options.get(int(r)) for r in reps]
-    candidates = _Candidates(key, [q.problem_image[int(r)] for r in reps], option_images, matcher.index, config)
-    ids = ids_of([q.question_id[int(r)] for r in reps])
+    candidates = _Candidates(key, q.problem_images.gather(reps), q.choice_images.gather(reps), matcher.index, config)
+    ids = q.ids[reps]
 
-    def near_pair(x: int, y: int, texts: dict) -> dict | None:
+    def near_pair(x: int, y: int, texts: dict, images: dict, options: dict) -> dict | None:
         """The evidence that reps x and y show the same question (answers aside), or None."""
         rx, ry = int(reps[x]), int(reps[y])
         evidence = {"text": "equal" if texts[rx].problem == texts[ry].problem else "equivalent"}
-        if q.problem_image[rx] is not None:
-            found = matcher.distance(q.problem_image[rx], q.problem_image[ry])
+        if images[rx] is not None:
+            found = matcher.distance(images[rx], images[ry])
             if found is None:
                 return None
             evidence.update(found)
-        if rx in q.image_options:
-            found = matcher.options(q.image_options[rx], q.image_options[ry])
+        if rx in options:
+            found = matcher.options(options[rx], options[ry])
             if found is None:
                 return None
             evidence.update(found)
@@ -626,10 +684,10 @@ def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: 
     def confirm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """``near_pair(x, y) is not None`` per pair: problem images judged in one batch, then the
         option pictures of the pairs that have them."""
+        ok = matcher.near_many(q.problem_image(reps[a]), q.problem_image(reps[b]))
         ra, rb = reps[a].tolist(), reps[b].tolist()
-        ok = matcher.near_many([q.problem_image[r] for r in ra], [q.problem_image[r] for r in rb])
-        options = q.image_options
-        pictured = [k for k in np.flatnonzero(ok).tolist() if ra[k] in options]
+        pictured = [k for k in np.flatnonzero(ok).tolist() if q.has_options[ra[k]]]
+        options = q.image_options([ra[k] for k in pictured] + [rb[k] for k in pictured])
         firsts, seconds = [], []
         for k in pictured:  # option pictures the options' matching may compare: those not in both
             x, y = options[ra[k]], options[rb[k]]
@@ -664,15 +722,18 @@ def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: 
                 continue
             assigned.add(y)
             taken.append((x, y))
-    matcher.judge([q.problem_image[int(reps[x])] for x, _ in taken], [q.problem_image[int(reps[y])] for _, y in taken])
+    taken_rows = sorted({int(reps[x]) for pair in taken for x in pair})
+    images = dict(zip(taken_rows, q.problem_image(taken_rows)))
+    matcher.judge([images[int(reps[x])] for x, _ in taken], [images[int(reps[y])] for _, y in taken])
     head_of_rep: dict[int, int] = {}
     evidence_of_rep: dict[int, str] = {}
     conflicts: dict[int, tuple[int, str]] = {}
-    texts = q.pair_texts(sorted({int(reps[x]) for pair in taken for x in pair}))
+    texts = q.pair_texts(taken_rows)
+    options = q.image_options(taken_rows)
     for x, y in taken:
         rx, ry = int(reps[x]), int(reps[y])
-        evidence = near_pair(x, y, texts)
-        image_answers = rx in q.image_options
+        evidence = near_pair(x, y, texts, images, options)
+        image_answers = rx in options
         if not _answers_agree(texts[rx].answer, texts[ry].answer, image_answers, matcher):
             conflicts[ry] = (
                 rx,
@@ -687,38 +748,36 @@ def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: 
         evidence_of_rep[ry] = json.dumps(evidence, sort_keys=True)
 
     # components no change touched: their previous results
-    local_of_id = dict(zip(ids.tolist(), range(m)))
     if previous is not None and previous.nodes.height:
         reuse = np.flatnonzero(~update.affected & (update.previous_row >= 0))
+        old_head = previous.nodes["head"].to_numpy()[update.previous_row[reuse]]
+        reuse = reuse[old_head != 0]  # merged or quarantined representatives
         old = previous.nodes[update.previous_row[reuse]].select("head", "evidence", "detail")
-        for x, head, evidence, detail in zip(reuse.tolist(), old["head"].to_list(), old["evidence"].to_list(),
-                                             old["detail"].to_list()):
-            if not head:
-                continue
-            rx, rh = int(reps[x]), int(reps[local_of_id[head]])
+        order = np.argsort(ids, kind="stable")
+        head_local = order[np.searchsorted(ids, old["head"].to_numpy(), sorter=order)]
+        for rx, rh, evidence, detail in zip(reps[reuse].tolist(), reps[head_local].tolist(),
+                                            old["evidence"].to_list(), old["detail"].to_list()):
             if detail is not None:
                 conflicts[rx] = (rh, detail)
             else:
                 head_of_rep[rx] = rh
                 evidence_of_rep[rx] = evidence
 
+    local_of_row = np.full(q.n, -1, dtype=np.int64)
+    local_of_row[reps] = np.arange(m)
+
+    def local(rows) -> np.ndarray:
+        return local_of_row[np.fromiter(rows, dtype=np.int64, count=len(rows))]
+
     head = np.zeros(m, dtype=np.uint64)
-    evidence_column: list = [None] * m
-    detail_column: list = [None] * m
-    local_of_row = dict(zip(reps.tolist(), range(m)))
-    for r, h in head_of_rep.items():
-        x = local_of_row[r]
-        head[x] = ids[local_of_row[h]]
-        evidence_column[x] = evidence_of_rep[r]
-    for r, (h, detail) in conflicts.items():
-        x = local_of_row[r]
-        head[x] = ids[local_of_row[h]]
-        detail_column[x] = detail
-    nodes = nodes.with_columns(
-        pl.Series("head", head, dtype=pl.UInt64),
-        pl.Series("evidence", evidence_column, dtype=pl.String),
-        pl.Series("detail", detail_column, dtype=pl.String),
-    ).sort("id")
+    merged, clashing = local(head_of_rep), local(conflicts)
+    head[merged] = ids[local(head_of_rep.values())]
+    head[clashing] = ids[local([h for h, _ in conflicts.values()])]
+    evidence = pl.Series("evidence", [None] * m, dtype=pl.String)
+    evidence.scatter(merged, pl.Series([evidence_of_rep[r] for r in head_of_rep], dtype=pl.String))
+    detail = pl.Series("detail", [None] * m, dtype=pl.String)
+    detail.scatter(clashing, pl.Series([d for _, d in conflicts.values()], dtype=pl.String))
+    nodes = nodes.with_columns(pl.Series("head", head, dtype=pl.UInt64), evidence, detail).sort("id")
     state = GraphState(nodes, update.edges_state(ids))
     return head_of_rep, evidence_of_rep, conflicts, state, int(update.affected.sum())
 
@@ -748,7 +807,7 @@ def _answer_key(key: np.ndarray, with_image: np.ndarray, answers: list, image_an
     answers that differ when neither is unknown; a block holding an unknown text answer (it
     agrees with any) keeps its text answers together. Block sizes (``large``) stay those of
     ``key``."""
-    image_answered = np.fromiter(image_answer, dtype=bool, count=len(key))
+    image_answered = pl.Series(image_answer, dtype=pl.Boolean).to_numpy()
     text = with_image & ~image_answered
     series = pl.Series(answers, dtype=pl.String)
     unknown = text & series.is_null().to_numpy()
@@ -785,8 +844,8 @@ def family_groups(
     matcher = ImageMatcher(index, config.rule)
     texts = texts if texts is not None else TextForms()
     n = questions.height
-    qids = questions["question_id"].to_list()
-    item_ids = ids_of(qids)
+    qids = questions["question_id"]
+    item_ids = qids.str.to_integer(base=16, dtype=pl.UInt64).to_numpy()
     stems = texts.map("stem", questions["problem"].drop_nulls().unique().to_list())
     frame = questions.select(
         pl.col("problem").replace_strict(stems, default="", return_dtype=pl.String).alias("stem"),
@@ -794,8 +853,8 @@ def family_groups(
     )
     key = _exact_key(frame.with_columns(pl.col("problem_image").is_null().cast(pl.String)),
                      ["stem", "problem_image"], config.seed)
-    item_images = frame["problem_image"].to_list()
-    with_image = np.fromiter((x is not None for x in item_images), dtype=bool, count=n)
+    item_images = frame["problem_image"]
+    with_image = item_images.is_not_null().to_numpy()
     # only questions with a problem image join families
     key = np.where(with_image, key, item_ids * _U64(0x9E3779B97F4A7C15) + _U64(1))
     answer = questions.select(
@@ -805,11 +864,12 @@ def family_groups(
         )).alias("answer"),
         pl.col("choice_images").is_not_null().alias("image_answer"),
     )
-    item_image_answer = answer["image_answer"].to_list()
-    text_answers = texts.map("option", [x for x, pictured in zip(answer["answer"].to_list(), item_image_answer)
-                                        if x is not None and not pictured])
-    item_answers = [x if x is None or pictured else text_answers[x]
-                    for x, pictured in zip(answer["answer"].to_list(), item_image_answer)]
+    item_image_answer = answer["image_answer"]
+    text_answers = texts.map("option", answer.filter(~pl.col("image_answer"))["answer"].drop_nulls().unique().to_list())
+    item_answers = answer.select(
+        pl.when(pl.col("image_answer")).then(pl.col("answer"))
+        .otherwise(pl.col("answer").replace_strict(text_answers, default=None, return_dtype=pl.String))
+    ).to_series()
     item_key = _answer_key(key, with_image, item_answers, item_image_answer, config.seed)
     # block size classes count questions, as the candidate rule is stated per question
     _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
@@ -831,21 +891,21 @@ def family_groups(
     member_digest = np.zeros(m, dtype=np.uint64)
     np.add.at(member_digest, class_of, splitmix64(item_ids))
     ids = item_ids[first]
-    images_list = [item_images[f] for f in first.tolist()]
-    answers = [item_answers[f] for f in first.tolist()]
-    image_answer = [item_image_answer[f] for f in first.tolist()]
+    images_list = item_images.gather(first)
+    answers = item_answers.gather(first).alias("answer")
+    image_answer = item_image_answer.gather(first)
     candidates = _Candidates(item_key[first], images_list, None, index, config, large=item_large[first])
-    image_answers = [x if pictured else None for x, pictured in zip(answers, image_answer)]
+    image_answers = pl.select(pl.when(image_answer).then(answers)).to_series()
     attributes = frame[first].with_columns(
-        pl.Series("answer", answers, dtype=pl.String), pl.Series("image_answer", image_answer, dtype=pl.Boolean),
+        answers, image_answer.alias("image_answer"),
         pl.Series("answer_image", index.descriptor_digest[index.rows(image_answers)], dtype=pl.UInt64),
         pl.Series("members", member_digest, dtype=pl.UInt64),
     )
     update, nodes = _graph_update(candidates, ids, attributes, previous)
 
-    pictured_answer = np.fromiter(image_answer, dtype=bool, count=m)
-    answer_code = pl.Series(answers, dtype=pl.String).rank("dense").fill_null(0).to_numpy().astype(np.int64)
-    image_code = pl.Series(images_list, dtype=pl.String).rank("dense").fill_null(0).to_numpy().astype(np.int64)
+    pictured_answer = image_answer.to_numpy()
+    answer_code = answers.rank("dense").fill_null(0).to_numpy().astype(np.int64)
+    image_code = images_list.rank("dense").fill_null(0).to_numpy().astype(np.int64)
 
     def joined(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Per edge: same kind of answer, answers that agree, near-equal problem images. The
@@ -853,8 +913,8 @@ def family_groups(
         ok = pictured_answer[a] == pictured_answer[b]
         agree = (answer_code[a] == answer_code[b]) | (answer_code[a] == 0) | (answer_code[b] == 0)
         pictures = np.flatnonzero(ok & ~agree & pictured_answer[a])  # answer pictures may be near-equal
-        agree[pictures] = matcher.near_many([answers[i] for i in a[pictures].tolist()],
-                                            [answers[i] for i in b[pictures].tolist()])
+        agree[pictures] = matcher.near_many(answers.gather(a[pictures]).to_list(),
+                                            answers.gather(b[pictures]).to_list())
         ok &= agree
         edge = np.flatnonzero(ok)
         if not len(edge):
@@ -862,8 +922,8 @@ def family_groups(
         lo = np.minimum(image_code[a[edge]], image_code[b[edge]])
         hi = np.maximum(image_code[a[edge]], image_code[b[edge]])
         pairs, first_edge, inverse = np.unique(lo * np.int64(m + 1) + hi, return_index=True, return_inverse=True)
-        near = matcher.near_many([images_list[i] for i in a[edge[first_edge]].tolist()],
-                                 [images_list[i] for i in b[edge[first_edge]].tolist()])
+        near = matcher.near_many(images_list.gather(a[edge[first_edge]]).to_list(),
+                                 images_list.gather(b[edge[first_edge]]).to_list())
         ok[edge] = near[inverse.reshape(-1)]
         return ok
 
@@ -892,7 +952,7 @@ def family_groups(
     keep = joined(a, b)
     roots = components(m, a[keep], b[keep])
     # the family id: the smallest question_id of the component
-    family = pl.DataFrame({"root": roots, "question_id": pl.Series(qids, dtype=pl.String).gather(first)}).select(
+    family = pl.DataFrame({"root": roots, "question_id": qids.gather(first)}).select(
         pl.col("question_id").min().over("root"))["question_id"]
     if old_family is not None:
         family = pl.select(pl.when(pl.Series(todo)).then(family).otherwise(old_family)).to_series()

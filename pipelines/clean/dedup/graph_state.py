@@ -36,7 +36,8 @@ NODE_KEY_COLUMNS = ("id", "digest_a", "digest_b", "key", "large")
 @dataclass
 class GraphState:
     """``nodes``: id (question_id as an unsigned 64-bit integer), digest_a/digest_b, key (block
-    key), large (block size class), then the pass's own result columns; ``edges``: a, b (ids)."""
+    key), large (block size class), then the pass's own result columns, sorted by id; ``edges``:
+    a, b (rows of ``nodes``)."""
 
     nodes: pl.DataFrame
     edges: pl.DataFrame
@@ -52,7 +53,10 @@ class GraphUpdate:
     removed_rows: np.ndarray  # rows of the previous nodes frame no longer present
 
     def edges_state(self, ids: np.ndarray) -> pl.DataFrame:
-        return pl.DataFrame({"a": ids[self.a], "b": ids[self.b]}, schema={"a": pl.UInt64, "b": pl.UInt64})
+        """The edges as rows of the nodes frame sorted by ``ids``."""
+        row = np.empty(len(ids), dtype=np.int64)
+        row[np.argsort(ids, kind="stable")] = np.arange(len(ids))
+        return pl.DataFrame({"a": row[self.a], "b": row[self.b]}, schema={"a": pl.UInt32, "b": pl.UInt32})
 
 
 def ids_of(question_ids: list[str]) -> np.ndarray:
@@ -63,13 +67,11 @@ def ids_of(question_ids: list[str]) -> np.ndarray:
 
 
 def _lookup(sorted_ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """Position of each ``wanted`` id in ``sorted_ids`` (-1 when absent)."""
+    """Position of each ``wanted`` id in ``sorted_ids`` (-1 when absent). ``wanted`` is sorted too:
+    binary searches in its order walk ``sorted_ids`` cache-friendly (~3x faster)."""
     if not len(sorted_ids):
         return np.full(len(wanted), -1, dtype=np.int64)
-    # binary searches in the order of the wanted ids walk the sorted ids cache-friendly: ~3x faster
-    order = np.argsort(wanted, kind="stable")
-    pos = np.empty(len(wanted), dtype=np.int64)
-    pos[order] = np.searchsorted(sorted_ids, wanted[order])
+    pos = np.searchsorted(sorted_ids, wanted)
     pos = np.minimum(pos, len(sorted_ids) - 1)
     return np.where(sorted_ids[pos] == wanted, pos, -1).astype(np.int64)
 
@@ -117,7 +119,10 @@ def update_graph(
     else:
         nodes = previous.nodes
         prev_ids = nodes["id"].to_numpy()
-        previous_row = _lookup(prev_ids, ids)
+        order = np.argsort(ids, kind="stable")
+        sorted_ids = ids[order]
+        previous_row = np.empty(m, dtype=np.int64)
+        previous_row[order] = _lookup(prev_ids, sorted_ids)
         found = previous_row >= 0
         at = np.where(found, previous_row, 0)
         dirty = ~found
@@ -133,14 +138,11 @@ def update_graph(
         if whole_block.any():
             touched_keys = np.concatenate([key[dirty], nodes["key"].to_numpy()[removed]])
             dirty |= whole_block & np.isin(key, touched_keys)
-        order = np.argsort(ids, kind="stable")
-        sorted_ids = ids[order]
 
-        def local(wanted: np.ndarray) -> np.ndarray:
-            pos = _lookup(sorted_ids, wanted)
-            return np.where(pos >= 0, order[np.maximum(pos, 0)], -1)
-
-        la, lb = local(previous.edges["a"].to_numpy()), local(previous.edges["b"].to_numpy())
+        local_of_previous = np.full(len(prev_ids), -1, dtype=np.int64)
+        local_of_previous[previous_row[found]] = np.flatnonzero(found)
+        la = local_of_previous[previous.edges["a"].to_numpy()]
+        lb = local_of_previous[previous.edges["b"].to_numpy()]
         keep = (la >= 0) & (lb >= 0)
         keep[keep] = ~dirty[la[keep]] & ~dirty[lb[keep]]
         flagged = dirty.copy()
@@ -162,7 +164,7 @@ def update_graph(
 
 # ---- kept between runs ------------------------------------------------------------------------
 
-STATE_FORMAT = 3
+STATE_FORMAT = 4
 
 
 class SavedState:
