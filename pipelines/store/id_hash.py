@@ -24,6 +24,11 @@ def splitmix64(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
+def question_id_bits(question_ids: pl.Series) -> np.ndarray:
+    """Dedup's question ids (16 hex digits) as the uint64 they spell."""
+    return question_ids.str.to_integer(base=16, dtype=pl.UInt64).to_numpy()
+
+
 def other_id_hash(question_id: str, salt: str) -> int:
     """The hash of an id that is not 16 hex digits."""
     return int.from_bytes(hashlib.sha256(f"{salt}:{question_id}".encode()).digest()[:8], "big")
@@ -36,9 +41,9 @@ def question_id_hashes(question_ids: pl.Series, seed: int, salt: str) -> np.ndar
     keys = np.zeros(len(question_ids), dtype=np.uint64)
     hexed = question_ids.str.contains(_HEX_ID).fill_null(False).to_numpy()
     if hexed.any():
-        bits = np.frombuffer(bytes.fromhex("".join(question_ids.filter(hexed).to_list())), dtype=">u8")
+        bits = question_id_bits(question_ids.filter(hexed))
         mixed = int.from_bytes(hashlib.sha256(f"{salt}:{seed & _MASK}".encode()).digest()[:8], "big")
-        keys[hexed] = splitmix64(bits.astype(np.uint64) ^ splitmix64(np.array([mixed], dtype=np.uint64)))
+        keys[hexed] = splitmix64(bits ^ splitmix64(np.array([mixed], dtype=np.uint64)))
     others = np.flatnonzero(~hexed)
     keys[others] = [other_id_hash(qid, f"{salt}:{seed}") for qid in question_ids.gather(others).to_list()]
     return keys

@@ -9,7 +9,7 @@ import polars as pl
 
 from pipelines.clean.dedup import dedup as dedup_module
 from pipelines.clean.dedup.dedup import _by_distinct_list, _duplicated_in_order, _hex_series
-from pipelines.clean.dedup.graph_state import ids_of
+from pipelines.store.id_hash import question_id_bits
 
 
 def _sorted_order(keys: pl.DataFrame) -> np.ndarray:
@@ -59,7 +59,7 @@ def test_question_ids_as_hex_strings_and_integers():
     hex_ids = _hex_series("question_id", digests.hex().encode("ascii"), len(identities))
     assert hex_ids.to_list() == [hashlib.sha256(x.encode("utf-8")).hexdigest()[:16] for x in identities]
     assert hex_ids.dtype == pl.String and hex_ids.name == "question_id"
-    assert ids_of(hex_ids.to_list()).tolist() == np.frombuffer(digests, dtype=">u8").tolist()
+    assert question_id_bits(hex_ids).tolist() == np.frombuffer(digests, dtype=">u8").tolist()
     assert _hex_series("question_id", b"", 0).len() == 0
 
 
@@ -70,7 +70,7 @@ def test_questions_keep_ids_and_options_by_row():
         "choice_images": [None, ["p", "q"], None], "answer_idx": [0, 1, -1],
     }, schema_overrides={"choices": pl.List(pl.String), "choice_images": pl.List(pl.String)})
     q = dedup_module._Questions(frame, dedup_module.TextForms())
-    assert q.ids.tolist() == ids_of(q.question_id.to_list()).tolist()
+    assert q.ids.tolist() == question_id_bits(q.question_id).tolist()
     assert q.problem_image([2, 1]) == [None, "img"]
     assert q.image_options([0, 1, 2]) == {1: ("p", "q")}
     assert q.has_options.tolist() == [False, True, False]

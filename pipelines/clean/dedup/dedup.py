@@ -61,6 +61,7 @@ from pipelines.clean.dedup.graph_state import GraphState, GraphUpdate, component
 from pipelines.clean.dedup.image_index import band_layout
 from pipelines.store.row_reuse import row_digests
 from pipelines.store.lake import empty_frame
+from pipelines.store.id_hash import question_id_bits
 from pipelines.store.records import QUARANTINE_SCHEMA
 from pipelines.clean.dedup.image_match import NO_HASH, ImageIndex, ImageMatcher, MatchRule, splitmix64
 from pipelines.clean.dedup.normalize import canonical_text, normalize_text
@@ -386,7 +387,7 @@ def deduplicate(
     missing = [c for c in REQUIRED_COLUMNS if c not in questions.columns]
     if missing:
         raise DedupInputError(f"questions frame lacks column(s) {', '.join(missing)}")
-    # Preference rank: smallest (source, source_key) first.
+    # Preference rank: smallest (source, source_key) first; the same order finds records given twice.
     order = questions.select(pl.arg_sort_by("source", "source_key")).to_series().to_numpy()
     dupes = _duplicated_in_order(questions.select("source", "source_key"), order)
     if dupes.any():
@@ -397,7 +398,6 @@ def deduplicate(
     q = _Questions(questions, texts if texts is not None else TextForms())
     n = q.n
     rows = np.arange(n, dtype=np.int64)
-    # Preference rank: smallest (source, source_key) first.
     rank = np.empty(n, dtype=np.int64)
     rank[order] = rows
     qid = q.question_id
@@ -753,7 +753,7 @@ def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: 
         old_head = previous.nodes["head"].to_numpy()[update.previous_row[reuse]]
         reuse = reuse[old_head != 0]  # merged or quarantined representatives
         old = previous.nodes[update.previous_row[reuse]].select("head", "evidence", "detail")
-        order = np.argsort(ids, kind="stable")
+        order = update.id_order
         head_local = order[np.searchsorted(ids, old["head"].to_numpy(), sorter=order)]
         for rx, rh, evidence, detail in zip(reps[reuse].tolist(), reps[head_local].tolist(),
                                             old["evidence"].to_list(), old["detail"].to_list()):
@@ -778,7 +778,7 @@ def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: 
     detail = pl.Series("detail", [None] * m, dtype=pl.String)
     detail.scatter(clashing, pl.Series([d for _, d in conflicts.values()], dtype=pl.String))
     nodes = nodes.with_columns(pl.Series("head", head, dtype=pl.UInt64), evidence, detail).sort("id")
-    state = GraphState(nodes, update.edges_state(ids))
+    state = GraphState(nodes, update.edges_state())
     return head_of_rep, evidence_of_rep, conflicts, state, int(update.affected.sum())
 
 
@@ -845,7 +845,7 @@ def family_groups(
     texts = texts if texts is not None else TextForms()
     n = questions.height
     qids = questions["question_id"]
-    item_ids = qids.str.to_integer(base=16, dtype=pl.UInt64).to_numpy()
+    item_ids = question_id_bits(qids)
     stems = texts.map("stem", questions["problem"].drop_nulls().unique().to_list())
     frame = questions.select(
         pl.col("problem").replace_strict(stems, default="", return_dtype=pl.String).alias("stem"),
@@ -959,4 +959,4 @@ def family_groups(
     family = family.alias("duplicate_group")
     nodes = nodes.with_columns(family.alias("family")).sort("id")
     kept = questions.with_columns(family.gather(class_of))
-    return FamilyResult(kept, GraphState(nodes, update.edges_state(ids)), int(todo.sum()))
+    return FamilyResult(kept, GraphState(nodes, update.edges_state()), int(todo.sum()))

@@ -51,19 +51,13 @@ class GraphUpdate:
     previous_row: np.ndarray  # int64 per node: its row in the previous nodes frame (-1: new)
     dirty: np.ndarray  # bool per node: new, changed, or its block changed size class
     removed_rows: np.ndarray  # rows of the previous nodes frame no longer present
+    id_order: np.ndarray  # the nodes' local indices in the order of their ids (the state's row order)
 
-    def edges_state(self, ids: np.ndarray) -> pl.DataFrame:
-        """The edges as rows of the nodes frame sorted by ``ids``."""
-        row = np.empty(len(ids), dtype=np.int64)
-        row[np.argsort(ids, kind="stable")] = np.arange(len(ids))
+    def edges_state(self) -> pl.DataFrame:
+        """The edges as rows of the nodes frame sorted by id."""
+        row = np.empty(len(self.id_order), dtype=np.int64)
+        row[self.id_order] = np.arange(len(self.id_order))
         return pl.DataFrame({"a": row[self.a], "b": row[self.b]}, schema={"a": pl.UInt32, "b": pl.UInt32})
-
-
-def ids_of(question_ids: list[str]) -> np.ndarray:
-    """question_ids (16 hex digits) as uint64."""
-    if not question_ids:
-        return np.empty(0, dtype=np.uint64)
-    return np.frombuffer(bytes.fromhex("".join(question_ids)), dtype=">u8").astype(np.uint64)
 
 
 def _lookup(sorted_ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
@@ -110,6 +104,7 @@ def update_graph(
     with at least one endpoint in ``mask``. ``confirm(a, b)`` (a mask over new candidate edges)
     keeps those that hold; the previous edges held when they were new."""
     m = len(ids)
+    order = np.argsort(ids, kind="stable")
     if previous is None or previous.nodes.height == 0:
         dirty = np.ones(m, dtype=bool)
         previous_row = np.full(m, -1, dtype=np.int64)
@@ -119,10 +114,8 @@ def update_graph(
     else:
         nodes = previous.nodes
         prev_ids = nodes["id"].to_numpy()
-        order = np.argsort(ids, kind="stable")
-        sorted_ids = ids[order]
         previous_row = np.empty(m, dtype=np.int64)
-        previous_row[order] = _lookup(prev_ids, sorted_ids)
+        previous_row[order] = _lookup(prev_ids, ids[order])
         found = previous_row >= 0
         at = np.where(found, previous_row, 0)
         dirty = ~found
@@ -159,7 +152,7 @@ def update_graph(
     b = np.concatenate([part[1] for part in kept_parts] + [fresh[1]]).astype(np.int64, copy=False)
     labels = components(m, a, b)
     affected = np.isin(labels, labels[flagged])
-    return GraphUpdate(a, b, affected, previous_row, dirty, removed_rows)
+    return GraphUpdate(a, b, affected, previous_row, dirty, removed_rows, order)
 
 
 # ---- kept between runs ------------------------------------------------------------------------
