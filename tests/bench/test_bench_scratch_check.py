@@ -110,7 +110,7 @@ def test_scratch_home_starts_from_the_ledger_only(homes):
 
 
 def test_goals_table_row():
-    name = "rebuild after 1% then 0.1% changes, outputs vs a build from scratch (bench scale)"
+    name = "rebuild after 1% changes, 20 new questions, then 0.1% changes, outputs vs a build from scratch (bench scale)"
     same = {"identical": True, "files": 39, "tables": 12, "differing_files": [], "differing_tables": []}
     assert run_all.scratch_row(same)[0] == name
     assert run_all.scratch_row(same)[1:: 2] == ("identical (39 files, 12 tables)", "PASS")
