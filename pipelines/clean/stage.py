@@ -15,7 +15,7 @@ from dataclasses import asdict
 import polars as pl
 
 from pipelines.clean.dedup import DedupConfig, ImageIndex, deduplicate
-from pipelines.clean.dedup.dedup import TextForms, family_groups
+from pipelines.clean.dedup.dedup import QuestionIds, TextForms, family_groups
 from pipelines.clean.dedup.graph_state import GraphState, SavedState
 from pipelines.clean.dedup.phash import image_descriptors
 from pipelines.clean.filtering import cap_per_skill, keep_multimodal
@@ -110,16 +110,24 @@ def dedup_stage(home: DataHome, settings: BuildSettings) -> dict:
     )
 
 
-DEDUP_STATE = ("near_nodes", "near_edges", "family_nodes", "family_edges", "texts")
+DEDUP_STATE = ("near_nodes", "near_edges", "family_nodes", "family_edges", "family_joined", "texts", "question_ids")
 
 
 def dedup_state(home: DataHome, settings: BuildSettings, config: DedupConfig) -> SavedState:
-    """The dedup stage's graphs and text forms, kept for the next run (``graph_state``)."""
+    """The dedup stage's graphs (with the family edges' join results), text forms and question
+    ids, kept for the next run (``graph_state``)."""
     return SavedState(home.lake / "state" / "dedup", DEDUP_STATE, {
         "settings": {"cap_per_skill": settings.cap_per_skill, "seed": settings.seed},
         "config": asdict(config),
         "code": code_digest_of(_dedup),
     })
+
+
+def _joined_of(frame: pl.DataFrame):
+    """The family edges' saved join results (None, so judged again, when not a Boolean column)."""
+    if frame.columns != ["joined"] or frame.schema["joined"] != pl.Boolean or frame["joined"].null_count():
+        return None
+    return frame["joined"].to_numpy()
 
 
 def _dedup(home: DataHome, settings: BuildSettings) -> dict:
@@ -130,10 +138,12 @@ def _dedup(home: DataHome, settings: BuildSettings) -> dict:
     saved = dedup_state(home, settings, config)
     previous, refused = saved.load()
     texts = TextForms.from_frame(previous["texts"] if previous else None)
+    question_ids = QuestionIds.from_frame(previous["question_ids"] if previous else None)
     near = GraphState(previous["near_nodes"], previous["near_edges"]) if previous else None
-    result = deduplicate(questions, images, config, previous=near, texts=texts)
+    result = deduplicate(questions, images, config, previous=near, texts=texts, question_ids=question_ids)
     kept, over_cap = cap_per_skill(result.kept, settings.cap_per_skill, settings.seed)
-    families_before = GraphState(previous["family_nodes"], previous["family_edges"]) if previous else None
+    families_before = GraphState(previous["family_nodes"], previous["family_edges"],
+                                 _joined_of(previous["family_joined"])) if previous else None
     families = family_groups(kept.sort("question_id"), images, config, previous=families_before, texts=texts)
     kept = families.kept
     family_sizes = kept.group_by("duplicate_group").len()["len"]
@@ -143,7 +153,8 @@ def _dedup(home: DataHome, settings: BuildSettings) -> dict:
     write_quarantine(home, "cap", over_cap)
     saved.save({"near_nodes": result.state.nodes, "near_edges": result.state.edges,
                 "family_nodes": families.state.nodes, "family_edges": families.state.edges,
-                "texts": texts.frame()})
+                "family_joined": pl.DataFrame({"joined": families.state.joined}, schema={"joined": pl.Boolean}),
+                "texts": texts.frame(), "question_ids": question_ids.frame()})
     kinds = result.duplicates.group_by("kind").len().sort("kind")
     return {
         "input": questions.height,

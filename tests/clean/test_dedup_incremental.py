@@ -8,8 +8,8 @@ import polars as pl
 import pytest
 
 from pipelines.clean.dedup import DedupConfig, ImageIndex, deduplicate
-from pipelines.clean.dedup.dedup import TextForms, family_groups
-from pipelines.clean.dedup.graph_state import SavedState
+from pipelines.clean.dedup.dedup import QuestionIds, TextForms, family_groups
+from pipelines.clean.dedup.graph_state import GraphState, SavedState
 from pipelines.clean.filtering import cap_per_skill
 from pipelines.store.records import RAW_QUESTION_SCHEMA
 
@@ -70,13 +70,15 @@ def _run(rows, images=IMAGES, previous=None, cap=60):
     index = ImageIndex(images)
     config = DedupConfig()
     texts = TextForms.from_frame(previous["texts"] if previous else None)
-    result = deduplicate(_frame(rows), index, config, previous=previous and previous["near"], texts=texts)
+    question_ids = QuestionIds.from_frame(previous["question_ids"] if previous else None)
+    result = deduplicate(_frame(rows), index, config, previous=previous and previous["near"], texts=texts,
+                         question_ids=question_ids)
     kept, over = cap_per_skill(result.kept, cap, 0)
     families = family_groups(kept.sort("question_id"), index, config,
                              previous=previous and previous["families"], texts=texts)
     return {
         "kept": families.kept, "duplicates": result.duplicates, "quarantine": result.quarantine, "over": over,
-        "near": result.state, "families": families.state, "texts": texts.frame(),
+        "near": result.state, "families": families.state, "texts": texts.frame(), "question_ids": question_ids.frame(),
         "computed": (result.nodes_computed, families.nodes_computed),
     }
 
@@ -87,6 +89,8 @@ def _assert_same(incremental, scratch):
     for name in ("near", "families"):
         assert incremental[name].nodes.equals(scratch[name].nodes), name
         assert incremental[name].edges.sort("a", "b").equals(scratch[name].edges.sort("a", "b")), name
+    joined = [r["families"].edges.with_columns(joined=r["families"].joined).sort("a", "b") for r in (incremental, scratch)]
+    assert joined[0].equals(joined[1])
 
 
 def _edit(rows, key, **changes):
@@ -109,6 +113,10 @@ CHANGES = {
     "answers vary in the large block": lambda rows: [
         {**r, "answer_idx": i % 3} if r["source_key"][0] in "bc" else r for i, r in enumerate(rows)
     ],
+    "a record made equal to another": lambda rows: _edit(rows, "a05", problem="How many stars are there?",
+                                                         problem_image="star"),
+    "records added and removed": lambda rows: [r for r in rows if r["source_key"] not in ("a07", "b003")] + [
+        _q("z01", "A new question?", "t3"), _q("z02", "Which shape is this?", "t3_jpeg")],
     "many edits": lambda rows: [
         {**r, "problem": r["problem"] + " (revised)"} if i % 9 == 0 else r for i, r in enumerate(rows)
     ],
@@ -120,6 +128,49 @@ def test_rebuild_after_a_change_equals_a_run_from_scratch(change):
     before = _run(_base_rows())
     rows = CHANGES[change](_base_rows())
     _assert_same(_run(rows, previous=before), _run(rows))
+
+
+def test_question_ids_are_looked_up_for_unchanged_records_only():
+    before = _run(_base_rows())
+    rows = _edit(_base_rows(), "a04", problem="How many suns are there?")
+    derived = []
+    ids = QuestionIds.from_frame(before["question_ids"])
+    frame = _frame(rows)
+    from pipelines.clean.dedup.dedup import _Questions
+
+    class Counting(QuestionIds):
+        def ids(self, digest_a, digest_b, derive):
+            return super().ids(digest_a, digest_b, lambda todo: derived.append(len(todo)) or derive(todo))
+
+    reused = _Questions(frame, TextForms(), Counting(ids.known)).question_id
+    assert derived == [1]
+    assert reused.equals(_Questions(frame, TextForms()).question_id)
+
+
+@pytest.mark.parametrize("damage", ["older format", "unsorted", "nulls"])
+def test_saved_question_ids_not_in_the_expected_form_are_recomputed(damage):
+    before = _run(_base_rows())
+    saved = before["question_ids"]
+    saved = {"older format": saved.drop("digest_b"),
+             "unsorted": saved.reverse(),
+             "nulls": saved.with_columns(pl.lit(None, dtype=pl.UInt64).alias("id"))}[damage]
+    assert QuestionIds.from_frame(saved).known.height == 0
+    rows = _edit(_base_rows(), "a02", problem="How many suns are there?")
+    _assert_same(_run(rows, previous={**before, "question_ids": saved}), _run(rows))
+
+
+@pytest.mark.parametrize("joined", [None, "short"])
+def test_family_join_results_missing_are_judged_again(joined):
+    """Saved join results of family edges count only when there is one per edge (a stage refuses
+    a state whose files are not the ones saved)."""
+    varied = [{**r, "answer_idx": i % 3} if r["source_key"][0] in "bc" else r for i, r in enumerate(_base_rows())]
+    before = _run(varied, cap=10_000)
+    families = before["families"]
+    assert families.edges.height and len(families.joined) == families.edges.height
+    assert families.joined.any() and not families.joined.all()
+    rows = _edit(varied, "b014", problem_image="t21_jpeg")
+    damaged = GraphState(families.nodes, families.edges, None if joined is None else families.joined[:-1])
+    _assert_same(_run(rows, previous={**before, "families": damaged}, cap=10_000), _run(rows, cap=10_000))
 
 
 def test_image_descriptors_changing_is_a_change():
@@ -244,3 +295,90 @@ def test_component_labels_are_the_smallest_node_of_each_component(n, edges):
                         expected[y] = start
                         stack.append(y)
     assert components(n, a, b).tolist() == expected
+
+
+def _pair_set(chunks) -> set[tuple[int, int]]:
+    return {(a, b) for part_a, part_b in chunks for a, b in zip(part_a.tolist(), part_b.tolist())}
+
+
+@pytest.mark.parametrize("dirty", [1, 3, 20, 60])
+def test_pairs_touching_some_items_are_those_of_all_pairs(dirty):
+    """A large block's pairs with an endpoint among a few items (a scan for their bands) or many
+    (sorted bands) are the pairs of the whole block that touch them."""
+    from pipelines.clean.dedup.dedup import _Candidates
+
+    rng = np.random.default_rng(dirty)
+    base = int(rng.integers(0, 2**63))
+    # look-alike pictures (a few bits apart: many share bands, some are within the radius), some asked twice
+    names = [f"p{i}" for i in range(300)]
+    images = {name: base ^ int(sum(1 << int(b) for b in rng.choice(64, int(rng.integers(1, 12)), replace=False)))
+              for name in names}
+    problem_images = [names[int(i)] for i in rng.integers(0, 300, 400)]
+    config = DedupConfig()
+    candidates = _Candidates(np.zeros(400, dtype=np.uint64), problem_images, None, ImageIndex(images), config)
+    assert candidates.large.all()
+    only = np.zeros(400, dtype=bool)
+    only[rng.choice(400, dirty, replace=False)] = True
+    every = _pair_set(candidates.pairs())
+    touching = {(a, b) for a, b in every if only[a] or only[b]}
+    assert len(touching) > dirty
+    assert _pair_set(candidates.pairs(only)) == touching
+
+
+@pytest.mark.parametrize("unknown", [False, True])
+def test_image_ranks_from_the_index_are_polars_dense_ranks(unknown):
+    from pipelines.clean.dedup.dedup import _dense_ranks
+
+    rng = np.random.default_rng(5)
+    index = ImageIndex({f"img{i:03d}": int(v) for i, v in enumerate(rng.integers(0, 2**63, 200, dtype=np.int64))})
+    names = [None if k % 7 == 0 else f"img{int(i):03d}" for k, i in enumerate(rng.integers(0, 150, 500))]
+    if unknown:
+        names[3] = "not-described"
+    series = pl.Series(names, dtype=pl.String)
+    ranks = _dense_ranks(series, index.rows(series))
+    expected = series.rank("dense").fill_null(0).to_numpy()
+    assert ranks.dtype == expected.dtype and ranks.tolist() == expected.tolist()
+
+
+def _stage_home(tmp_path, rows):
+    from pipelines.store.home import DataHome
+    from pipelines.store.lake import lake, write_table
+    from pipelines.store.records import IMAGES_SCHEMA
+
+    home = DataHome(tmp_path)
+    home.lake.mkdir(parents=True, exist_ok=True)
+    write_table(_frame(rows), lake(home, "multimodal"))
+    write_table(pl.DataFrame(schema=IMAGES_SCHEMA), lake(home, "images"))
+    return home
+
+
+def _stage_outputs(home) -> dict[str, bytes]:
+    names = ("deduplicated.parquet", "duplicates.parquet", "quarantine/dedup.parquet", "quarantine/cap.parquet")
+    return {name: (home.lake / name).read_bytes() for name in names}
+
+
+@pytest.mark.parametrize("damaged", ["question_ids", "family_joined"])
+def test_stage_recomputes_when_a_saved_state_file_is_not_the_one_saved(tmp_path, damaged):
+    from pipelines.clean import stage as clean_stage
+    from pipelines.settings import BuildSettings
+    from pipelines.store.lake import lake, write_table
+
+    settings = BuildSettings()
+    rows = _edit(_base_rows(), "a02", problem="How many suns are there?")
+    scratch = _stage_home(tmp_path / "scratch", rows)
+    clean_stage._dedup(scratch, settings)
+    home = _stage_home(tmp_path / "rebuilt", _base_rows())
+    clean_stage._dedup(home, settings)
+    state = home.lake / "state" / "dedup" / f"{damaged}.parquet"
+    saved = pl.read_parquet(state)
+    # well-formed but wrong: every id or join result flipped
+    write_table(saved.with_columns(pl.col(saved.columns[-1]).reverse()), state, dictionary=False, compression="lz4")
+    write_table(_frame(rows), lake(home, "multimodal"))
+    figures = clean_stage._dedup(home, settings)
+    assert figures["reuse_refused"] == f"state file changed or missing: {damaged}"
+    assert _stage_outputs(home) == _stage_outputs(scratch)
+    again = _stage_home(tmp_path / "again", _base_rows())
+    clean_stage._dedup(again, settings)
+    write_table(_frame(rows), lake(again, "multimodal"))
+    assert "reuse_refused" not in clean_stage._dedup(again, settings)
+    assert _stage_outputs(again) == _stage_outputs(scratch)

@@ -52,7 +52,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, fields
-from typing import Mapping, NamedTuple
+from typing import Callable, Mapping, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -225,11 +225,62 @@ def _by_distinct_list(column: pl.Series, derive) -> pl.DataFrame:
     return derive(column.to_frame())
 
 
+IDENTITY_COLUMNS = ("problem", "problem_image", "choices", "choice_images")  # what a question_id is made of
+_ID_SCHEMA = {"digest_a": pl.UInt64, "digest_b": pl.UInt64, "id": pl.UInt64}
+
+
+class QuestionIds:
+    """Question ids (as uint64) by a 128-bit digest of their records' ``IDENTITY_COLUMNS``, kept
+    between runs (``frame`` / ``from_frame``, valid for the same code and Polars version) so that
+    a rebuild hashes the identities of new and changed records only. ``frame`` holds the ids
+    of the last ``ids`` call."""
+
+    def __init__(self, known: pl.DataFrame | None = None):
+        if known is None or dict(known.schema) != _ID_SCHEMA or known.null_count().sum_horizontal().item():
+            known = pl.DataFrame(schema=_ID_SCHEMA)
+        self.known = known
+        self.current = pl.DataFrame(schema=_ID_SCHEMA)
+
+    def ids(self, digest_a: np.ndarray, digest_b: np.ndarray, derive: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """The ids of the records with these digests: known ones looked up, the others'
+        ``derive(rows)``; kept for ``frame`` in the order of ``digest_a`` (as this reads them)."""
+        order = np.argsort(digest_a, kind="stable")  # searches in sorted order walk the known digests in order
+        sorted_a = digest_a[order]
+        known_a = self.known["digest_a"].to_numpy()
+        ids = np.zeros(len(digest_a), dtype=np.uint64)
+        found = np.zeros(len(digest_a), dtype=bool)
+        if len(known_a) and len(digest_a):
+            pos = np.empty(len(digest_a), dtype=np.int64)
+            pos[order] = np.minimum(np.searchsorted(known_a, sorted_a), len(known_a) - 1)
+            found = (known_a[pos] == digest_a) & (self.known["digest_b"].to_numpy()[pos] == digest_b)
+            ids[found] = self.known["id"].to_numpy()[pos[found]]
+        todo = np.flatnonzero(~found)
+        ids[todo] = derive(todo)
+        self.current = pl.DataFrame({"digest_a": sorted_a, "digest_b": digest_b[order], "id": ids[order]},
+                                    schema=_ID_SCHEMA)
+        return ids
+
+    def frame(self) -> pl.DataFrame:
+        return self.current
+
+    @classmethod
+    def from_frame(cls, frame: pl.DataFrame | None) -> "QuestionIds":
+        if frame is not None and frame.height and not frame["digest_a"].is_sorted():
+            frame = None  # not a frame ``frame`` wrote
+        return cls(frame)
+
+
+def _identity_digests(identity: pl.Series) -> bytes:
+    """The first 8 bytes of each identity's sha256, laid end to end."""
+    sha = hashlib.sha256
+    return b"".join([sha(x).digest()[:8] for x in identity.cast(pl.Binary).to_list()])
+
+
 class _Questions:
     """Per-record derived columns: normalization runs once per distinct string, the rest in
     Polars; the results are Python lists for the per-pair work."""
 
-    def __init__(self, frame: pl.DataFrame, texts: TextForms):
+    def __init__(self, frame: pl.DataFrame, texts: TextForms, question_ids: QuestionIds | None = None):
         self.n = frame.height
         strings = _strings(frame)
         normalized = texts.map("normalized", strings)
@@ -285,19 +336,24 @@ class _Questions:
                 )
             )
             .alias("answer_canonical"),
-        ).with_columns(
-            pl.concat_str(
-                [pl.col("problem_norm"), pl.col("problem_image").fill_null("-"), pl.col("options_key")],
-                separator="\x1e",
-            ).alias("identity")
         )
         self.problem_images = derived["problem_image"]
         self.choice_images = derived["choice_images"]
         self.has_options = self.choice_images.is_not_null().to_numpy()  # image options
-        sha = hashlib.sha256
-        digests = b"".join([sha(x).digest()[:8] for x in derived["identity"].cast(pl.Binary).to_list()])
-        self.ids = np.frombuffer(digests, dtype=">u8").astype(np.uint64)  # question_id as uint64
-        self.question_id = _hex_series("question_id", digests.hex().encode("ascii"), self.n)
+
+        def identity_ids(rows: np.ndarray) -> np.ndarray:
+            parts = derived.select("problem_norm", "problem_image", "options_key")
+            identity = (parts if len(rows) == self.n else parts[rows]).select(pl.concat_str(
+                [pl.col("problem_norm"), pl.col("problem_image").fill_null("-"), pl.col("options_key")],
+                separator="\x1e",
+            )).to_series()
+            return np.frombuffer(_identity_digests(identity), dtype=">u8")
+
+        content = row_digests(frame, [], IDENTITY_COLUMNS)
+        question_ids = question_ids if question_ids is not None else QuestionIds()
+        ids = question_ids.ids(content["digest_a"].to_numpy(), content["digest_b"].to_numpy(), identity_ids)
+        self.ids = ids  # question_id as uint64
+        self.question_id = _hex_series("question_id", ids.astype(">u8").tobytes().hex().encode("ascii"), self.n)
         self.frame = derived.select("source", "source_key", "answer")
         self.blocking = derived.select("stem", "problem_image", "options_shape")
         self.attributes = derived.select(
@@ -371,12 +427,14 @@ def deduplicate(
     *,
     previous: GraphState | None = None,
     texts: TextForms | None = None,
+    question_ids: QuestionIds | None = None,
 ) -> DedupResult:
     """Remove exact and near duplicates; see the module docstring for the rules.
 
     ``previous`` (the ``state`` of an earlier result, with the same config, images' rule and
     code) lets the near-duplicate pass reuse the groups of components no change touches
-    (``graph_state``); the result is the same as without it. ``texts`` caches text forms.
+    (``graph_state``); the result is the same as without it. ``texts`` caches text forms,
+    ``question_ids`` the records' ids.
 
     ``images`` describes the images by sha256: an ``ImageIndex`` (``ImageIndex.from_table`` of
     the images lake table), or a mapping to 64-bit page hashes (with ``thumbnail_of``, 16x16
@@ -395,7 +453,7 @@ def deduplicate(
         raise DedupInputError(f"record ({row['source']}, {row['source_key']}) appears twice in the input")
 
     index = _as_index(images, thumbnail_of)
-    q = _Questions(questions, texts if texts is not None else TextForms())
+    q = _Questions(questions, texts if texts is not None else TextForms(), question_ids)
     n = q.n
     rows = np.arange(n, dtype=np.int64)
     rank = np.empty(n, dtype=np.int64)
@@ -508,7 +566,7 @@ class _Candidates:
         # what the rule reads of this item's images, for the graph state's node digests
         self.image_digest = _mix(_U64(0x51), index.descriptor_digest[prob])
         # problem image identity as an integer (0 = none), for equality of undescribed images
-        self.image_id = problem_images.rank("dense").fill_null(0).to_numpy()
+        self.image_id = _dense_ranks(problem_images, prob)
         self.opt_count = np.zeros(m, dtype=np.int64)
         self.opt = None
         if option_images is not None:
@@ -611,6 +669,17 @@ class _Candidates:
             without &= np.isin(self.key, self.key[only & ~imaged])
         sel = np.flatnonzero(without)
         yield _star_pairs(self.key[sel], sel)  # nothing of an image to filter
+
+
+def _dense_ranks(names: pl.Series, rows: np.ndarray) -> np.ndarray:
+    """``names.rank("dense").fill_null(0)`` (uint32), from the names' index ``rows`` (the index is
+    in name order) when the index holds every name."""
+    present = names.is_not_null().to_numpy()
+    if not (rows[present] >= 0).all():
+        return names.rank("dense").fill_null(0).to_numpy()
+    ranks = np.zeros(len(rows), dtype=np.uint32)
+    ranks[present] = np.unique(rows[present], return_inverse=True)[1].reshape(-1) + 1
+    return ranks
 
 
 def _star_pairs(keys: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -905,7 +974,7 @@ def family_groups(
 
     pictured_answer = image_answer.to_numpy()
     answer_code = answers.rank("dense").fill_null(0).to_numpy().astype(np.int64)
-    image_code = images_list.rank("dense").fill_null(0).to_numpy().astype(np.int64)
+    image_code = candidates.image_id.astype(np.int64)  # problem image identity (0 = none)
 
     def joined(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Per edge: same kind of answer, answers that agree, near-equal problem images. The
@@ -927,6 +996,19 @@ def family_groups(
         ok[edge] = near[inverse.reshape(-1)]
         return ok
 
+    # per edge: its classes join (1) or not (0), or not judged yet (-1); an edge kept from the
+    # previous run joins as it did then (its classes are unchanged)
+    known = np.full(len(update.a), -1, dtype=np.int8)
+    if previous is not None and previous.joined is not None and len(previous.joined) == previous.edges.height:
+        kept_edge = np.flatnonzero(update.previous_edge >= 0)
+        known[kept_edge] = previous.joined[update.previous_edge[kept_edge]]
+
+    def joined_edges(edges: np.ndarray) -> np.ndarray:
+        unknown = edges[known[edges] < 0]
+        if len(unknown):
+            known[unknown] = joined(update.a[unknown], update.b[unknown])
+        return known[edges] == 1
+
     # Families are the components of the joined pairs. A family no dirty or removed class
     # was in, and that no dirty class joins, is the same as before; the others (todo) are
     # formed again from their candidate pairs.
@@ -942,15 +1024,15 @@ def family_groups(
         frontier = np.flatnonzero(todo[update.a] != todo[update.b])
         fa, fb = update.a[frontier], update.b[frontier]
         inner_dirty = np.where(todo[fa], update.dirty[fa], update.dirty[fb])
-        fa, fb = fa[inner_dirty], fb[inner_dirty]
-        outer = np.where(todo[fa], fb, fa)[joined(fa, fb)]
+        frontier, fa, fb = frontier[inner_dirty], fa[inner_dirty], fb[inner_dirty]
+        outer = np.where(todo[fa], fb, fa)[joined_edges(frontier)]
         if len(outer):
             joining = old_family.gather(outer).unique().sort()
             todo |= old_family.is_in(joining.implode()).fill_null(False).to_numpy()
-    inside = todo[update.a] & todo[update.b]
-    a, b = update.a[inside], update.b[inside]
-    keep = joined(a, b)
-    roots = components(m, a[keep], b[keep])
+    inside = np.flatnonzero(todo[update.a] & todo[update.b])
+    keep = inside[joined_edges(inside)]
+    roots = components(m, update.a[keep], update.b[keep])
+    joined_edges(np.flatnonzero(known < 0))  # edges no family formed here reads: for the next run
     # the family id: the smallest question_id of the component
     family = pl.DataFrame({"root": roots, "question_id": qids.gather(first)}).select(
         pl.col("question_id").min().over("root"))["question_id"]
@@ -959,4 +1041,4 @@ def family_groups(
     family = family.alias("duplicate_group")
     nodes = nodes.with_columns(family.alias("family")).sort("id")
     kept = questions.with_columns(family.gather(class_of))
-    return FamilyResult(kept, GraphState(nodes, update.edges_state()), int(todo.sum()))
+    return FamilyResult(kept, GraphState(nodes, update.edges_state(), known == 1), int(todo.sum()))

@@ -41,6 +41,8 @@ class GraphState:
 
     nodes: pl.DataFrame
     edges: pl.DataFrame
+    # per edge (families): whether its two classes join; None when unknown (computed again)
+    joined: np.ndarray | None = None
 
 
 @dataclass
@@ -52,6 +54,7 @@ class GraphUpdate:
     dirty: np.ndarray  # bool per node: new, changed, or its block changed size class
     removed_rows: np.ndarray  # rows of the previous nodes frame no longer present
     id_order: np.ndarray  # the nodes' local indices in the order of their ids (the state's row order)
+    previous_edge: np.ndarray  # int64 per edge: its row in the previous edges frame (-1: new)
 
     def edges_state(self) -> pl.DataFrame:
         """The edges as rows of the nodes frame sorted by id."""
@@ -109,6 +112,7 @@ def update_graph(
         dirty = np.ones(m, dtype=bool)
         previous_row = np.full(m, -1, dtype=np.int64)
         kept_parts: list = []
+        kept_edges = np.empty(0, dtype=np.int64)
         flagged = dirty
         removed_rows = np.empty(0, dtype=np.int64)
     else:
@@ -143,6 +147,7 @@ def update_graph(
         flagged[lost_a[lost_a >= 0]] = True
         flagged[lost_b[lost_b >= 0]] = True
         kept_parts = [(np.minimum(la[keep], lb[keep]), np.maximum(la[keep], lb[keep]))]
+        kept_edges = np.flatnonzero(keep)
     # the kept edges are unique already and touch no dirty node, unlike every new one
     fresh = unique_edges([(a, b) for a, b in (pairs_touching(dirty) if dirty.any() else ()) if len(a)], max(m, 1))
     if confirm is not None:  # the graph keeps only confirmed edges: its components are smaller
@@ -152,7 +157,8 @@ def update_graph(
     b = np.concatenate([part[1] for part in kept_parts] + [fresh[1]]).astype(np.int64, copy=False)
     labels = components(m, a, b)
     affected = np.isin(labels, labels[flagged])
-    return GraphUpdate(a, b, affected, previous_row, dirty, removed_rows, order)
+    previous_edge = np.concatenate([kept_edges, np.full(len(fresh[0]), -1, dtype=np.int64)])
+    return GraphUpdate(a, b, affected, previous_row, dirty, removed_rows, order, previous_edge)
 
 
 # ---- kept between runs ------------------------------------------------------------------------

@@ -162,6 +162,29 @@ def _shared_before(x1, x2, band, hashed, content, page_masks, content_masks, pro
 
 
 @njit(cache=True, nogil=True)
+def _band_run_pair(r1, r2, band, s, run_start, members, firsts, only, use_only, large, has_prob, prob_hashed,
+                   prob_hash, prob_content, prob_chash, image_id, opt_count, opt_row, opt_hash, opt_content, opt_chash,
+                   page_masks, content_masks, rescan_hamming, content_hamming, out_a, out_b, count):
+    """Append the surviving pairs of runs r1 < r2 of a large block that share ``band``, unless
+    they share an earlier band (met there)."""
+    x1, x2 = firsts[r1], firsts[r2]
+    hashed = prob_hashed[x1] and prob_hashed[x2]
+    content = prob_content[x1] and prob_content[x2]
+    if _shared_before(x1, x2, band, hashed, content, page_masks, content_masks, prob_hash, prob_chash):
+        return out_a, out_b, count
+    if not _image_survives(x1, x2, prob_hashed, prob_hash, prob_content, prob_chash, image_id, rescan_hamming,
+                           content_hamming):
+        return out_a, out_b, count
+    return _emit_run_pair(r1, r2, s, run_start, members, True, only, use_only, large, has_prob, prob_hashed,
+                          prob_hash, prob_content, prob_chash, image_id, opt_count, opt_row, opt_hash, opt_content,
+                          opt_chash, page_masks, content_masks, rescan_hamming, content_hamming, out_a, out_b, count)
+
+
+# with ``only``, a large block's runs to pair are scanned for (not sorted) up to this many
+ONLY_SCAN_RUNS = 32
+
+
+@njit(cache=True, nogil=True)
 def block_pairs(members, starts, sizes, only, use_only, large, has_prob, prob_hashed, prob_hash, prob_content,
                 prob_chash, image_id, opt_count, opt_row, opt_hash, opt_content, opt_chash, page_masks,
                 content_masks, rescan_hamming, content_hamming):
@@ -173,7 +196,8 @@ def block_pairs(members, starts, sizes, only, use_only, large, has_prob, prob_ha
     decided once for the two runs. In a small block every two runs are compared; in a large one
     the runs are sorted by each band's value and only runs that share a band meet (a pair is
     taken at the first band it shares), so a block of distinct random-looking pictures costs its
-    band collisions, not its runs squared."""
+    band collisions, not its runs squared. With ``use_only``, a large block where at most
+    ``ONLY_SCAN_RUNS`` runs hold ``only`` items looks for those runs' band values by a scan."""
     out_a = np.empty(1 << 16, dtype=np.int64)
     out_b = np.empty(1 << 16, dtype=np.int64)
     count = 0
@@ -233,6 +257,20 @@ def block_pairs(members, starts, sizes, only, use_only, large, has_prob, prob_ha
             picked = np.flatnonzero(usable)
             if picked.shape[0] < 2:
                 continue
+            if use_only:
+                dirty_runs = np.flatnonzero(usable & run_only)
+                if dirty_runs.shape[0] <= ONLY_SCAN_RUNS:
+                    # a few runs to pair: scan the block for each one's band value instead of sorting
+                    for o in dirty_runs:
+                        for r in picked:
+                            if r == o or values[r] != values[o] or (run_only[r] and r < o):
+                                continue  # a pair of two such runs is met from its first one
+                            out_a, out_b, count = _band_run_pair(
+                                min(o, r), max(o, r), band, s, run_start, members, firsts, only, use_only, large,
+                                has_prob, prob_hashed, prob_hash, prob_content, prob_chash, image_id, opt_count,
+                                opt_row, opt_hash, opt_content, opt_chash, page_masks, content_masks, rescan_hamming,
+                                content_hamming, out_a, out_b, count)
+                    continue
             order = picked[np.argsort(values[picked], kind="mergesort")]
             lo = 0
             while lo < order.shape[0]:
