@@ -363,8 +363,10 @@ bench/paper_scale.py --no-incremental`, summed per stage.
   split into shards of ~6,000 rows where its question ids say, so that an added or removed question
   rewrites one or two shards, not every later one), i.e. ~all picture bytes are re-encoded, written
   and hashed even at 0.1%. Reading unchanged rows back from the published shard instead of the
-  image store was built and measured (300k: 1% export 14.2 vs 15.5 s CPU full, within noise:
-  encoding, writing and hashing dominate) and dropped.
+  image store was built and measured twice and dropped: 300k, 1% export 14.2 vs 15.5 s CPU full;
+  paper scale (2026-11-24), 1% export 36.5-37.0 vs 34.5-37.2 s CPU without it, the same: reading
+  the rows back costs what reading the picture files did (~13 s CPU), and writing (~12.5 s) and
+  hashing (~4 s) the 6.9 GiB remain.
 - The rebuild goals against what a rebuild must write: a rebuild must leave every lake and export
   file byte-identical to a build from scratch, and a change spread over the set touches every row
   group of every lake table and every export shard (1,073 changed rows over 103 shards leave none
