@@ -9,7 +9,8 @@ from pipelines.checks import CheckOutcome, quality_check
 from pipelines.dataset.export import check_release_invariants
 from pipelines.dataset.option_order import FIGURE_LABELS, KEPT_ORDER_PREFIX, label_index, sequence_scheme
 from pipelines.dataset.shuffle import answer_position_uniformity, option_orders
-from pipelines.dataset.split import SplitConfig, figure_stem_leakage, leakage, proportions_by_subject
+from pipelines.dataset.families import family_leaks
+from pipelines.dataset.split import SplitConfig, proportions_by_subject
 from pipelines.settings import BuildSettings
 from pipelines.store.home import DataHome
 from pipelines.store.lake import read_lake
@@ -93,19 +94,20 @@ def kept_order_keys_match_source(home: DataHome, settings: BuildSettings) -> Che
 
 @quality_check(lambda h: [h.lake_path("questions")])
 def no_split_leakage(home: DataHome, settings: BuildSettings) -> CheckOutcome:
-    """No family in two splits, and, independently of the families, no problem image with the
-    same canonical stem in two splits."""
+    """No family in two splits, a family being what the split deals
+    (``pipelines.dataset.families``: dedup's families joined by a shared problem image and
+    canonical stem); ``leaking_figure_stems`` counts the leaking families that only the
+    figure and stem join (more than one dedup family)."""
 
-    frame = read_lake(home, "questions")
-    families = leakage(frame)
-    pairs = figure_stem_leakage(frame)
+    leaks = family_leaks(read_lake(home, "questions"))
+    by_figure = leaks.filter(pl.col("duplicate_groups") > 1).height
     return CheckOutcome(
-        families.height == 0 and pairs.height == 0,
-        f"{families.height} families and {pairs.height} figure+stem pairs in more than one split",
+        leaks.height == 0,
+        f"{leaks.height} families in more than one split ({by_figure} joined by a shared figure and stem)",
         {
-            "leaking_families": families.height,
-            "leaking_figure_stems": pairs.height,
-            "examples": [list(ids) for ids in pairs["question_ids"].head(5).to_list()],
+            "leaking_families": leaks.height,
+            "leaking_figure_stems": by_figure,
+            "examples": [list(ids) for ids in leaks["question_ids"].head(5).to_list()],
         },
     )
 

@@ -2,8 +2,11 @@
 
 Policy
 ------
-* The unit of assignment is the family (``duplicate_group``, set by ``dedup.figure_families``):
-  questions that share a figure and a stem land in the same split, whatever their options.
+* The unit of assignment is the family of ``pipelines.dataset.families.split_families``, the
+  one definition the leakage check (``no_split_leakage``) reads too: dedup's families
+  (``duplicate_group``) joined with every question that has the same problem image and
+  canonical stem, whatever its options and answer. Questions that share a figure and a stem
+  therefore land in the same split, and the split cannot produce a leak the check finds.
 * Each subject gets quotas from the ratios (default 60/20/20) by largest remainder over its
   questions (ties: train, valid, test). New families are dealt largest first, then in the
   order of a seeded hash of the family id; each goes to the split where its skill is furthest
@@ -33,7 +36,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from pipelines.clean.dedup.normalize import canonical_text
+from pipelines.dataset.families import FAMILY, family_leaks, split_families
 
 SPLITS = ("train", "valid", "test")
 LEDGER_SCHEMA = {"question_id": pl.String, "duplicate_group": pl.String, "split": pl.String}
@@ -112,9 +115,11 @@ def assign_splits(
 
     member_col = "question_id" if "question_id" in questions.columns else "duplicate_group"
     has_source_split = "source_split" in questions.columns
+    # the unit dealt is the split family; below it goes by the ledger's column name
+    family = split_families(questions)
     members = questions.select(
         pl.col(member_col).alias("member"),
-        "duplicate_group",
+        family.alias("duplicate_group"),
         "subject",
         "skill",
         (pl.col("source_split") if has_source_split else pl.lit(None, dtype=pl.String)).alias("source_split"),
@@ -171,9 +176,9 @@ def assign_splits(
         dealt = pl.DataFrame(new_rows, schema={"duplicate_group": pl.String, "split": pl.String}, orient="row")
         assignment = pl.concat([assignment, dealt])
 
-    result = questions.drop("split", strict=False).join(
-        assignment, on="duplicate_group", how="left", maintain_order="left"
-    )
+    result = questions.drop("split", strict=False).with_columns(family.alias("_split_family")).join(
+        assignment.rename({"duplicate_group": "_split_family"}), on="_split_family", how="left", maintain_order="left"
+    ).drop("_split_family")
     if "split" in questions.columns:
         result = result.select(questions.columns)
     current = result.select(
@@ -185,35 +190,17 @@ def assign_splits(
 
 
 def leakage(questions: pl.DataFrame) -> pl.DataFrame:
-    """Families (``duplicate_group``) that appear in more than one split (should be empty)."""
-    return (
-        questions.group_by("duplicate_group")
-        .agg(pl.col("split").n_unique().alias("splits"))
-        .filter(pl.col("splits") > 1)
-    )
-
-
-def figure_stem_leakage(questions: pl.DataFrame) -> pl.DataFrame:
-    """(problem image, canonical stem) pairs that appear in more than one split, whatever the
-    families say (should be empty). The stem is the text before LaTeX conversion when the
-    frame has it (``problem_original``)."""
-    text = "problem_original" if "problem_original" in questions.columns else "problem"
-    frame = questions.filter(pl.col("problem_image").is_not_null())
-    stems = {x: canonical_text(x) for x in frame[text].drop_nulls().unique().to_list()}
-    return (
-        frame.with_columns(pl.col(text).replace_strict(stems, default="", return_dtype=pl.String).alias("stem"))
-        .group_by("problem_image", "stem")
-        .agg(pl.col("split").n_unique().alias("splits"), pl.col("question_id").sort().alias("question_ids"))
-        .filter(pl.col("splits") > 1)
-        .sort("problem_image", "stem")
-    )
+    """Families (``pipelines.dataset.families``) that appear in more than one split (should be
+    empty; the split deals whole families): ``family``, ``splits``, ``question_ids``,
+    ``duplicate_groups``."""
+    return family_leaks(questions)
 
 
 def proportions_by_subject(questions: pl.DataFrame, ratios: tuple[float, float, float]) -> list[dict]:
     """Per subject: questions per split, the largest-remainder targets, the allowed deviation
     (one question, or the largest family of the subject) and whether every split is within it."""
     out = []
-    sizes = questions.group_by("subject", "duplicate_group").len()
+    sizes = questions.with_columns(split_families(questions)).group_by("subject", FAMILY).len()
     largest = dict(sizes.group_by("subject").agg(pl.col("len").max()).iter_rows())
     counts = questions.group_by("subject", "split").len()
     per = {(subject, split): n for subject, split, n in counts.iter_rows()}

@@ -278,14 +278,41 @@ def test_an_older_ledger_without_question_ids_is_read_as_one_question_per_group(
     assert ledger.columns == ["question_id", "duplicate_group", "split"]
 
 
-def test_figure_and_stem_leakage_ignores_families_and_notation():
-    from pipelines.dataset.split import figure_stem_leakage
+def test_a_family_joins_dedup_families_by_figure_and_stem_whatever_the_notation():
+    from pipelines.dataset.families import split_families
 
     frame = pl.DataFrame({
-        "question_id": ["a", "b", "c", "d"], "duplicate_group": ["a", "b", "c", "d"],
-        "problem_image": ["img1", "img1", "img1", None],
-        "problem_original": ["What is  \\( 3+4 \\)?", "what is $3 + 4$", "What is 3 + 5?", "What is 3 + 4?"],
-        "split": ["train", "test", "valid", "test"],
+        "question_id": ["a", "b", "c", "d", "e"], "duplicate_group": ["a", "b", "c", "d", "e"],
+        "problem_image": ["img1", "img1", "img1", None, "img2"],
+        "problem_original": ["What is  \\( 3+4 \\)?", "what is $3 + 4$", "What is 3 + 5?", "What is 3 + 4?", "What is 3 + 4?"],
+        "split": ["train", "test", "valid", "test", "test"],
     })
-    leaks = figure_stem_leakage(frame)
-    assert leaks.height == 1 and leaks["question_ids"].to_list() == [["a", "b"]]
+    assert split_families(frame).to_list() == ["a", "a", "c", "d", "e"]
+    leaks = leakage(frame)
+    assert leaks.height == 1 and leaks["question_ids"].to_list() == [["a", "b"]] and leaks["duplicate_groups"].to_list() == [2]
+    # figure and stem join dedup families transitively; the family's id is the smallest group
+    chained = pl.DataFrame({
+        "duplicate_group": ["g3", "g3", "g2", "g1"], "problem_image": ["i1", "i2", "i2", "i1"],
+        "problem_original": ["Which?", "Where?", "where ?", "which?"],
+    })
+    assert split_families(chained).to_list() == ["g1", "g1", "g1", "g1"]
+
+
+def test_the_split_keeps_a_figure_and_stem_together_whatever_dedup_says():
+    """Two questions of one figure and one stem with other options (dedup keeps both, two
+    families) are one split family: the split deals them together and no leak is left."""
+    n = 60
+    frame = pl.DataFrame({
+        "question_id": [f"q{i:03d}" for i in range(n)], "duplicate_group": [f"q{i:03d}" for i in range(n)],
+        "problem_image": [f"img{i % 20}" for i in range(n)],  # every figure asked three times
+        "problem_original": ["Which force acts on the block?"] * n, "subject": ["science"] * n, "skill": ["s"] * n,
+    })
+    out, ledger = assign_splits(frame, None)
+    assert leakage(out).height == 0
+    assert out.group_by("problem_image").agg(pl.col("split").n_unique().alias("k"))["k"].max() == 1
+    assert set(ledger["duplicate_group"]) == set(frame["duplicate_group"])  # the ledger keeps dedup's ids
+    # a ledger that had put them apart (an earlier build): the family takes one split, the others move
+    apart = ledger.with_columns(pl.when(pl.col("question_id") == "q020").then(pl.lit("test" if out["split"][0] != "test"
+                                else "train")).otherwise(pl.col("split")).alias("split"))
+    again, _ = assign_splits(frame, apart)
+    assert leakage(again).height == 0

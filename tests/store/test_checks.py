@@ -55,6 +55,30 @@ def test_latex_and_answer_content_checks(tmp_path):
     assert not clean_checks.latex_is_valid(home, settings).passed
 
 
+def test_latex_check_counts_invalid_tex_from_the_source_apart_from_ours(tmp_path):
+    home, settings = DataHome(tmp_path), settings_for(tmp_path)
+    before = questions(choices=(["$x^{$", "b"], ["c", "\\( y \\)"])).with_columns(
+        pl.Series("problem", ["Find $\\frac{1}{$ here.", "Open \\( x + 1 and go."]))
+    write_table(before, home.lake_path("deduplicated"))
+    # the stage rewrites the dollars, keeps the TeX inside and the unclosed \( as they were
+    after = questions(choices=(["\\( x^{ \\)", "b"], ["c", "\\( y \\)"])).with_columns(
+        pl.Series("problem", ["Find \\( \\frac{1}{ \\) here.", "Open \\( x + 1 and go."]))
+    write_table(after, home.lake_path("latex"))
+    outcome = clean_checks.latex_is_valid(home, settings)
+    assert outcome.passed, outcome.description
+    assert (outcome.metadata["invalid"], outcome.metadata["invalid_in_source"]) == (0, 3)
+    assert "3 texts whose TeX was already invalid in the source" in outcome.description
+    # an invalid formula the source did not have is ours, even beside the source's
+    ours = after.with_columns(pl.Series("choices", [["\\( x^{ \\)", "\\( b^{ \\)"], ["c", "\\( y \\)"]]))
+    write_table(ours, home.lake_path("latex"))
+    outcome = clean_checks.latex_is_valid(home, settings)
+    assert not outcome.passed and (outcome.metadata["invalid"], outcome.metadata["invalid_in_source"]) == (1, 3)
+    assert outcome.metadata["examples"] == ["\\( b^{ \\)"]
+    mixed = after.with_columns(pl.Series("problem", ["Find \\( \\frac{1}{ \\) here \\( z_{ \\).", "Open \\( x + 1 and go."]))
+    write_table(mixed, home.lake_path("latex"))
+    assert clean_checks.latex_is_valid(home, settings).metadata["invalid"] == 1
+
+
 def test_latex_check_fails_when_existing_math_changes(tmp_path):
     home, settings = DataHome(tmp_path), settings_for(tmp_path)
     before = questions(choices=(["$x+1$", "$$y^{2}$$"], ["$5 and $7", "$3 \\cdot 7 +1 = 22$"])).with_columns(
@@ -106,7 +130,8 @@ def test_split_leakage_sees_a_figure_and_stem_in_two_splits_whatever_the_familie
     write_table(same_figure, home.lake_path("questions"))  # planted leak: train and test, two families
     outcome = dataset_checks.no_split_leakage(home, settings)
     assert not outcome.passed
-    assert outcome.metadata["leaking_families"] == 0 and outcome.metadata["leaking_figure_stems"] == 1
+    assert outcome.metadata["leaking_families"] == 1 and outcome.metadata["leaking_figure_stems"] == 1
+    assert outcome.metadata["examples"] == [["q1", "q2"]]
     other_stem = same_figure.with_columns(pl.Series("problem", ["Which shape is shown?", "Which shape is green?"]))
     write_table(other_stem, home.lake_path("questions"))
     assert dataset_checks.no_split_leakage(home, settings).passed
