@@ -1,15 +1,22 @@
-"""Cleaning quality on the real corpora of ../shared/corpora (SceMQA, GAOKAO-MM), whole.
+"""Cleaning quality on every real corpus of ../shared/corpora, whole, against a committed baseline.
 
 Each corpus is built into a data home of its own by the real build (``stemforge build``,
-asset groups ingest, clean and dataset) from the README's source spec, and measured from
-that home's warehouse:
+asset groups ingest, clean and dataset) from the README's source spec (OpenDSA's pages are
+crawled from a loopback server over the folder), and measured from that home's warehouse:
 
-* records, kept questions, quarantined records by stage and reason;
-* duplicates removed by kind (``exact`` / ``near``) and the families (``duplicate_group``)
-  that hold more than one kept question;
+* records in, kept questions, quarantined records by stage and reason, duplicates removed by
+  kind (``exact`` / ``near``), and records lost (in ``raw_questions`` but neither kept, nor
+  quarantined, nor a duplicate: must be 0);
 * math damaged: texts (a problem, or one option) whose TeX math as imported
   (``raw_questions``) is not all, unchanged, in the final text (``questions.problem``,
   ``choices.text`` matched through ``original_position``), by ``pipelines.clean.latex.convert.changed_math``;
+* options changed: final option texts whose words and numbers differ from the imported
+  option's (``signature``: NFKC, case-folded, letters and digits only, TeX commands but Greek
+  letters dropped, so conversion to LaTeX is no change), and keys changed: questions whose
+  final key is not the imported key's text by the same measure;
+* the form of the options: options that end in a separator (``;`` ``,`` ``|`` and full-width
+  ones) or start with a label, kept questions with two identical options, options holding
+  another option's label (``... ; C. ...``);
 * kept order: questions whose imported options are figure labels or refer to other options
   (``pipelines.dataset.option_order``), how many the warehouse records as kept in order
   (``questions.shuffle``), and order violations: a recorded reason that differs, a moved
@@ -18,24 +25,37 @@ that home's warehouse:
   image, normalized stem) pairs in more than one split (stem: NFKC, case-folded, without
   white space).
 
-    .venv/bin/python bench/corpus_quality.py [--corpus scemqa|gaokao|all] [--homes DIR] [--reuse]
+    .venv/bin/python bench/corpus_quality.py [--corpus NAME|all] [--homes DIR] [--reuse]
+        [--baseline bench/corpus_baseline.json] [--update-baseline --reason "why"]
 
-Exit status 1 when a build fails, or any corpus has math damaged, order violations or
-families across splits.
+``--baseline`` compares every figure of ``BASELINE_FIGURES`` with the committed baseline and
+lists each one that got worse; ``--update-baseline`` writes today's figures into it, and needs
+``--reason`` (kept in the file's history with the figures that changed).
+
+Exit status 1 when a build fails, any corpus has records lost, math damaged, order violations
+or families across splits, or (with ``--baseline``) a figure got worse than the baseline.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import datetime as dt
+import functools
+import json
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -47,14 +67,18 @@ from pipelines.store.warehouse import run_query  # noqa: E402
 
 CORPORA_DIR = "../shared/corpora"  # from the repository root, as in the README
 SELECTION = "group:ingest or group:clean or group:dataset"
+BASELINE = ROOT / "bench" / "corpus_baseline.json"
 
 
 @dataclass(frozen=True)
 class Corpus:
     path: str  # inside the corpora folder
-    mapping: str
+    mapping: str = ""
+    layout: str | None = None  # a site crawled from loopback with this shipped layout
 
-    def spec(self, corpora_dir: str = CORPORA_DIR, path: str | None = None) -> str:
+    def spec(self, corpora_dir: str = CORPORA_DIR, path: str | None = None, base_url: str | None = None) -> str:
+        if self.layout:
+            return f"{base_url}?layout={self.layout}"
         return f"json:{path or f'{corpora_dir}/{self.path}'}?{self.mapping}"
 
 
@@ -69,7 +93,31 @@ CORPORA = {
         "records=example&options_in_text=1&image=picture&subject=_file"
         "&subjects=Biology:science,Chemistry:science,Physics:science,Math:math&skill=_file&image_options=labelled:4",
     ),
+    "wemath": Corpus(
+        "wemath/data/testmini.json",
+        "problem=question&options_in_text=option&answer=answer&answer_format=letter&image=image_path"
+        "&subject='math'&skill=knowledge concept",
+    ),
+    "opendsa": Corpus("opendsa-html", layout="opendsa"),
 }
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def served(folder: Path) -> Iterator[str]:
+    """A static HTTP server on loopback over ``folder``; yields its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(folder)))
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def build(home: Path, sources: list[str], timeout: float = 3600) -> tuple[int, str]:
@@ -83,6 +131,74 @@ def build(home: Path, sources: list[str], timeout: float = 3600) -> tuple[int, s
 
 def normalized_stem(text: str | None) -> str:
     return "".join(unicodedata.normalize("NFKC", text or "").casefold().split())
+
+
+_TEX_COMMAND = re.compile(r"\\([A-Za-z]+)")
+# TeX's names of the Greek letters ("alpha", "Delta") -> the letter
+_GREEK = {
+    (name.split()[-1].casefold() if " SMALL " in name else name.split()[-1].capitalize()): ch
+    for ch in map(chr, range(0x391, 0x3CA))
+    if (name := unicodedata.name(ch, "")).startswith("GREEK") and "FINAL" not in name
+}
+
+
+# TeX commands that are written words in plain text (sin x, log 2)
+_WORD_COMMANDS = frozenset(
+    "sin cos tan cot sec csc arcsin arccos arctan sinh cosh tanh log ln lg exp lim max min sup inf det gcd deg mod".split())
+
+
+def signature(text: str | None) -> str:
+    """The words and numbers of a text: NFKC, TeX commands dropped (Greek letters read as the
+    letter), case-folded, every character that is not a letter or digit dropped. Conversion to
+    LaTeX leaves it as it was; a lost word or digit, or two options run together, do not."""
+    text = _TEX_COMMAND.sub(lambda m: _GREEK.get(m.group(1), m.group(1) if m.group(1) in _WORD_COMMANDS else " "),
+                            unicodedata.normalize("NFKC", text or ""))
+    return "".join(ch for ch in text.casefold() if ch.isalnum())
+
+
+_SEPARATOR_END = re.compile(r"[;,|；，、]\s*$")
+_LABEL_START = re.compile(r"^\s*(?:[(（][A-HＡ-Ｈ][)）]|[A-HＡ-Ｈ][.．:：、)）])")
+# another option's label inside an option: "... ; C. ...", "...(C) ..." after a separator or a sentence's end
+_LABEL_INSIDE = re.compile(r"(?:[;；,，|]|[.。?？!！]\s)\s*(?:[(（]([A-HＡ-Ｈ])[)）]|([A-HＡ-Ｈ])[.．:：、])(?:\s|$)")
+
+
+def option_form(texts: list[str | None], originals: list[int] | None = None) -> dict[str, int]:
+    """The form faults of one question's option texts, in their final order; ``originals`` are
+    their imported positions (default: the final ones). See the module docstring."""
+    originals = list(range(len(texts))) if originals is None else originals
+    own_label = sum(bool(t and (m := _LABEL_START.match(t)) and _label_letter(m.group()) == chr(ord("A") + i))
+                    for t, i in zip(texts, originals))
+    present = [t for _, t in sorted(zip(originals, texts)) if t]
+    letters = {chr(ord("A") + i) for i in range(len(texts))}
+    holding = 0
+    for text in present:
+        for match in _LABEL_INSIDE.finditer(text):
+            if math_free(text, match.start()) and unicodedata.normalize("NFKC", match.group(1) or match.group(2)) in letters:
+                holding += 1
+                break
+    keys = [" ".join(unicodedata.normalize("NFKC", t).casefold().split()) for t in present]
+    # a separator left behind: every option but the last ends in the same one (code that ends
+    # every option in ";" is no list of separated options)
+    ends = [_SEPARATOR_END.search(t) for t in present]
+    separators = {m.group().strip() for m in ends[:-1] if m and math_free(present[ends.index(m)], m.start())}
+    left_behind = len(present) > 1 and all(ends[:-1]) and len(separators) == 1 and not ends[-1]
+    return {
+        "separator_ends": len(present) - 1 if left_behind else 0,
+        "label_starts": own_label if own_label > 1 else 0,  # one is a coincidence ("B. musculus" at B)
+        "holding_labels": holding,
+        "identical": int(len(keys) != len(set(keys))),
+    }
+
+
+def _label_letter(label: str) -> str:
+    return next(ch for ch in unicodedata.normalize("NFKC", label) if ch.isalpha())
+
+
+def math_free(text: str, position: int) -> bool:
+    """Whether ``position`` of ``text`` lies outside its TeX math."""
+    from pipelines.clean.latex.convert import find_tex_math
+
+    return not any(m.start <= position < m.end for m in find_tex_math(text))
 
 
 def _rows(home: DataHome, sql: str) -> list[tuple]:
@@ -109,24 +225,42 @@ def measure(home: DataHome) -> dict:
         home, "SELECT question_id, position, text, original_position FROM choices ORDER BY question_id, position"
     ):
         options[qid].append((position, text, original))
+    accounted = {(source, key) for _, source, key, *_ in questions}
+    accounted |= set(_rows(home, "SELECT source, source_key FROM quarantine WHERE stage <> 'import'"))
+    accounted |= set(_rows(home, "SELECT source, source_key FROM duplicates"))
+    lost = sorted(key for key in raw if key not in accounted)
 
-    texts_with_math = damaged = 0
-    damaged_examples = []
+    texts_with_math = damaged = options_changed = keys_changed = 0
+    form: Counter = Counter()
+    damaged_examples, changed_examples, form_examples = [], [], defaultdict(list)
     expected_order: Counter = Counter()
     kept_as_expected: Counter = Counter()
     order_violations = []
     for qid, source, key, problem, answer, shuffle, *_ in questions:
         raw_problem, raw_choices, raw_answer = raw[(source, key)]
         pairs = [(raw_problem, problem)]
-        pairs += [((raw_choices or [])[original] if original is not None else None, text) for _, text, original in options[qid]]
+        pairs += [(raw_choices[original] if raw_choices is not None and original is not None else None, text)
+                  for _, text, original in options[qid]]
         for before, after in pairs:
             if before and extract_math(before):
                 texts_with_math += 1
-                lost = changed_math(before, after or "")
-                if lost:
+                lost_math = changed_math(before, after or "")
+                if lost_math:
                     damaged += 1
                     if len(damaged_examples) < 3:
-                        damaged_examples.append(f"{key}: {lost[0]!r} not in {after!r}")
+                        damaged_examples.append(f"{key}: {lost_math[0]!r} not in {after!r}")
+        for (before, after), (_, _, original) in zip(pairs[1:], options[qid]):
+            if before is not None and signature(before) != signature(after):
+                options_changed += 1
+                if original == raw_answer:
+                    keys_changed += 1
+                if len(changed_examples) < 3:
+                    changed_examples.append(f"{key}: {before!r} -> {after!r}")
+        faults = option_form([text for _, text, _ in options[qid]], [original for _, _, original in options[qid]])
+        form.update(faults)
+        for name, n in faults.items():
+            if n and len(form_examples[name]) < 3:
+                form_examples[name].append(f"{key}: {[text for _, text, _ in options[qid]]!r}")
         expected = option_order(raw_choices) if raw_choices is not None else "shuffled"
         if expected.startswith(KEPT_ORDER_PREFIX):
             expected_order[expected] += 1
@@ -151,13 +285,24 @@ def measure(home: DataHome) -> dict:
         "records": len(raw) + imported_out,
         "kept": len(questions),
         "quarantined": [(f"{stage}: {reason}", n) for stage, reason, n in quarantine],
+        "quarantined_total": sum(n for stage, _, n in quarantine if stage != "crawl"),
         "duplicates": duplicates,
+        "lost": len(lost),
+        "lost_examples": [f"{source_key}" for _, source_key in lost[:3]],
         "families": sum(1 for n in group_sizes.values() if n > 1),
         "family_members": sum(n for n in group_sizes.values() if n > 1),
         "splits": dict(Counter(row[6] for row in questions)),
         "texts_with_math": texts_with_math,
         "math_damaged": damaged,
         "math_damaged_examples": damaged_examples,
+        "options_changed": options_changed,
+        "keys_changed": keys_changed,
+        "options_changed_examples": changed_examples,
+        "separator_ends": form["separator_ends"],
+        "label_starts": form["label_starts"],
+        "duplicate_options": form["identical"],
+        "options_holding_labels": form["holding_labels"],
+        "option_form_examples": dict(form_examples),
         "kept_order_expected": dict(expected_order),
         "kept_order": dict(kept_as_expected),
         "order_violations": len(order_violations),
@@ -167,12 +312,70 @@ def measure(home: DataHome) -> dict:
     }
 
 
+# figure -> which way is better; the baseline test fails when one moves the other way
+BASELINE_FIGURES = {
+    "build_exit": "lower",
+    "records": "higher",
+    "kept": "higher",
+    "lost": "lower",
+    "math_damaged": "lower",
+    "options_changed": "lower",
+    "keys_changed": "lower",
+    "separator_ends": "lower",
+    "label_starts": "lower",
+    "duplicate_options": "lower",
+    "options_holding_labels": "lower",
+    "order_violations": "lower",
+    "families_across_splits": "lower",
+    "figure_stems_across_splits": "lower",
+}
+
+
+def baseline_figures(figures: dict) -> dict:
+    """The figures of one corpus the baseline keeps (plus quarantines and duplicates by reason, for the reader)."""
+    kept = {name: figures[name] for name in BASELINE_FIGURES}
+    kept["quarantined"] = dict(figures["quarantined"])
+    kept["duplicates"] = dict(figures["duplicates"])
+    return kept
+
+
+def regressions(baseline: dict[str, dict], results: dict[str, dict]) -> list[str]:
+    """Every baseline figure of a measured corpus that got worse, as ``corpus: figure was -> now``."""
+    found = []
+    for name, figures in results.items():
+        before = baseline.get(name)
+        if before is None:
+            found.append(f"{name}: not in the baseline (add it with --update-baseline)")
+            continue
+        for figure, better in BASELINE_FIGURES.items():
+            was, now = before.get(figure), figures.get(figure)
+            if was is None or now is None:
+                continue
+            if (now < was) if better == "higher" else (now > was):
+                found.append(f"{name}: {figure.replace('_', ' ')} {was} -> {now}")
+    return found
+
+
+def update_baseline(path: Path, results: dict[str, dict], reason: str) -> list[str]:
+    """Write ``results`` into the baseline file with ``reason`` in its history; the changed figures."""
+    stored = json.loads(path.read_text()) if path.exists() else {"corpora": {}, "history": []}
+    changed = []
+    for name, figures in results.items():
+        new = baseline_figures(figures)
+        old = stored["corpora"].get(name, {})
+        changed += [f"{name}: {k} {old.get(k)} -> {v}" for k, v in new.items() if old.get(k) != v]
+        stored["corpora"][name] = new
+    stored["history"].append({"date": dt.date.today().isoformat(), "reason": reason, "changed": changed})
+    path.write_text(json.dumps(stored, indent=1, ensure_ascii=False, sort_keys=False) + "\n")
+    return changed
+
+
 def problems(figures: dict) -> list[str]:
     """What fails the benchmark for one corpus (empty: passed)."""
     found = []
     if figures.get("build_exit", 0) != 0:
         found.append(f"build exited {figures['build_exit']}")
-    for name in ("math_damaged", "order_violations", "families_across_splits", "figure_stems_across_splits"):
+    for name in ("lost", "math_damaged", "order_violations", "families_across_splits", "figure_stems_across_splits"):
         if figures.get(name):
             found.append(f"{name.replace('_', ' ')} {figures[name]}")
     return found
@@ -202,11 +405,18 @@ def render(results: dict[str, dict]) -> str:
         ("splits (train/valid/test)",
          [[f"{f['splits'].get('train', 0)}/{f['splits'].get('valid', 0)}/{f['splits'].get('test', 0)}"] for f in results.values()]),
         ("quarantined by reason", [_reasons(f["quarantined"]) for f in results.values()]),
+        ("records lost (must be 0)", [[str(f["lost"])] for f in results.values()]),
         ("duplicates removed by kind",
          [[", ".join(f"{kind} {n}" for kind, n in f["duplicates"].items()) or "0"] for f in results.values()]),
         ("families of >1 kept question", [[f"{f['families']} ({f['family_members']} questions)"] for f in results.values()]),
         ("texts with math checked", [[str(f["texts_with_math"])] for f in results.values()]),
         ("math damaged (must be 0)", [[str(f["math_damaged"])] for f in results.values()]),
+        ("options changed (words, numbers)", [[str(f["options_changed"])] for f in results.values()]),
+        ("keys changed", [[str(f["keys_changed"])] for f in results.values()]),
+        ("options ending in a separator", [[str(f["separator_ends"])] for f in results.values()]),
+        ("options starting with a label", [[str(f["label_starts"])] for f in results.values()]),
+        ("questions with identical options", [[str(f["duplicate_options"])] for f in results.values()]),
+        ("options holding another's label", [[str(f["options_holding_labels"])] for f in results.values()]),
         ("kept in order / expected", [kept_order(f) for f in results.values()]),
         ("order violations (must be 0)", [[str(f["order_violations"])] for f in results.values()]),
         ("families across splits (must be 0)", [[str(f["families_across_splits"])] for f in results.values()]),
@@ -227,15 +437,21 @@ def render(results: dict[str, dict]) -> str:
 def run(names: list[str], homes: Path, reuse: bool = False, corpora_dir: str = CORPORA_DIR) -> dict[str, dict]:
     results = {}
     for name in names:
+        corpus = CORPORA[name]
         home = homes / name
         code, output, seconds = 0, "", 0.0
         if not (reuse and (home / "warehouse.duckdb").exists()):
-            started = time.perf_counter()
-            code, output = build(home, [CORPORA[name].spec(corpora_dir)])
-            seconds = time.perf_counter() - started
+            with contextlib.ExitStack() as stack:
+                base = stack.enter_context(served(ROOT / corpora_dir / corpus.path)) if corpus.layout else None
+                started = time.perf_counter()
+                code, output = build(home, [corpus.spec(corpora_dir, base_url=base)])
+                seconds = time.perf_counter() - started
         figures = measure(DataHome(home)) if (home / "warehouse.duckdb").exists() else None
         if figures is None:
-            raise SystemExit(f"{name}: the build left no warehouse (exit {code}):\n{output[-3000:]}")
+            # a corpus that builds nothing is a figure too: every record is lost to the user
+            figures = {**{figure: 0 for figure in BASELINE_FIGURES}, "quarantined": [], "duplicates": {}, "splits": {},
+                       "families": 0, "family_members": 0, "texts_with_math": 0, "kept_order_expected": {},
+                       "kept_order": {}, "no_warehouse": output[-2000:]}
         figures.update(build_exit=code, build_seconds=seconds, home=str(home),
                        build_failures=[line.strip() for line in output.splitlines() if " failed: " in line])
         results[name] = figures
@@ -248,11 +464,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--homes", help="folder of the data homes, one per corpus, kept (default: a temporary folder, removed)")
     parser.add_argument("--reuse", action="store_true", help="measure the homes under --homes without building again")
     parser.add_argument("--corpora-dir", default=CORPORA_DIR, help="the corpora folder, from the repository root")
+    parser.add_argument("--baseline", type=Path, help="compare with this baseline file (e.g. bench/corpus_baseline.json)")
+    parser.add_argument("--update-baseline", action="store_true", help="write today's figures into --baseline (default: bench/corpus_baseline.json)")
+    parser.add_argument("--reason", default="", help="why the baseline changes (required with --update-baseline)")
+    parser.add_argument("--json", type=Path, help="also write every figure as JSON to this file")
     args = parser.parse_args(argv)
+    if args.update_baseline and not args.reason.strip():
+        parser.error("--update-baseline needs --reason: say why the figures changed")
     names = list(CORPORA) if args.corpus == "all" else [args.corpus]
     homes = Path(args.homes).resolve() if args.homes else Path(tempfile.mkdtemp(prefix="stemforge-corpora-"))
     for name in names:
-        print(f"{name}: {CORPORA[name].spec(args.corpora_dir)}", flush=True)
+        corpus = CORPORA[name]
+        print(f"{name}: {corpus.spec(args.corpora_dir, base_url='http://127.0.0.1:PORT/') if corpus.layout else corpus.spec(args.corpora_dir)}", flush=True)
     print(f"data homes under {homes}", flush=True)
     try:
         results = run(names, homes, args.reuse, args.corpora_dir)
@@ -263,16 +486,34 @@ def main(argv: list[str] | None = None) -> int:
     print(render(results))
     failed = False
     for name, figures in results.items():
+        if "no_warehouse" in figures:
+            print(f"{name}: the build left no warehouse (exit {figures['build_exit']}): {figures['no_warehouse'][-500:]}")
         for line in figures["build_failures"]:
             print(f"{name}: {line}")
-        for example in figures["math_damaged_examples"]:
-            print(f"{name}: math damaged: {example}")
-        for example in figures["order_violation_examples"]:
-            print(f"{name}: order violation: {example}")
+        for key in ("lost_examples", "math_damaged_examples", "order_violation_examples", "options_changed_examples"):
+            for example in figures.get(key, []):
+                print(f"{name}: {key.removesuffix('_examples').replace('_', ' ')}: {example}")
+        for form, examples in figures.get("option_form_examples", {}).items():
+            for example in examples:
+                print(f"{name}: options {form.replace('_', ' ')}: {example}")
         found = problems(figures)
         failed |= bool(found)
         print(f"{name}: {'FAILED: ' + '; '.join(found) if found else 'passed'}")
-    print(f"corpora: {'FAILED' if failed else 'passed'} (math damaged 0, order violations 0, families across splits 0)")
+    print(f"corpora: {'FAILED' if failed else 'passed'} (records lost 0, math damaged 0, order violations 0, families across splits 0)")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1, ensure_ascii=False, default=str) + "\n")
+    baseline_path = args.baseline or (BASELINE if args.update_baseline else None)
+    if baseline_path is not None:
+        stored = json.loads(baseline_path.read_text())["corpora"] if baseline_path.exists() else {}
+        worse = regressions(stored, results)
+        for line in worse:
+            print(f"worse than the baseline: {line}")
+        if args.update_baseline:
+            for line in update_baseline(baseline_path, results, args.reason):
+                print(f"baseline: {line}")
+        elif worse:
+            failed = True
+        print(f"baseline {baseline_path}: {len(worse)} figure(s) worse")
     return 1 if failed else 0
 
 
