@@ -142,6 +142,13 @@ CASES = [
     ("□ Yes □ No", "□ Yes □ No"),
     ("Ελληνικά: γλώσσα", "Ελληνικά: γλώσσα"),
     ("X-RAY AND T-SHIRT", "X-RAY AND T-SHIRT"),
+    # a list of items separated by spaced dashes, one of them a word, is no subtraction (We-Math)
+    ("Cone - 3cm - 4cm", "Cone - 3cm - 4cm"),
+    ("Cylinder - 2 cm - 6 cm, Cone - 6 cm - 2 cm", "Cylinder - 2 cm - 6 cm, Cone - 6 cm - 2 cm"),
+    ("圆锥 - 3cm - 4cm", "圆锥 - 3cm - 4cm"),
+    ("What is 10 cm - 4 cm?", r"What is \( 10 \mathrm{~cm}-4 \mathrm{~cm} \)?"),
+    ("Cone - 3cm - 4cm = x", r"Cone - 3cm - \( 4 \mathrm{~cm}=x \)"),
+    ("AB - 3cm", r"\( A B-3 \mathrm{~cm} \)"),
     # already converted text is left alone
     (r"\( 3 \times 4 \) is 12", r"\( 3 \times 4 \) is 12"),
     (r"Is \( x^{2} \) a square? 2 + 2", r"Is \( x^{2} \) a square? \( 2+2 \)"),

@@ -803,6 +803,46 @@ def _inside_word(left: _Token, right: _Token) -> bool:
     return left.kind in _LEFT_OF_WORD and right.kind in _RIGHT_OF_WORD
 
 
+# what may stand between two dashes of one list ("Cone - 3 cm - 4 cm"): no sentence punctuation,
+# line break or other operator
+_LIST_BREAKS = {"NL", "PUNCT", "COMMA", "QMARK", "OP", "ELLIPSIS"}
+
+
+def _is_prose_word(token: _Token) -> bool:
+    """A word that is no operand: not a variable, point name, function or unit ("Cone", "圆锥")."""
+    if token.kind != "WORD" or token.text in UNITS or token.text in FUNCTIONS:
+        return False
+    return _SpanParser([token]).word(0, None) is None
+
+
+def _list_dashes(tokens: list[_Token]) -> list[_Token]:
+    """``tokens`` with the dashes of a list made DASH tokens, which no formula crosses: a list is
+    items separated by an ASCII "-" with white space on both sides, on one line, and one of the
+    dashes has a prose word beside it ("Cone - 3cm - 4cm": a cone's two measures, not 3 cm
+    minus 4 cm). "10 cm - 4 cm" and "x - 3" have no such word and stay subtractions."""
+    spaced = [
+        i for i in range(1, len(tokens) - 1)
+        if tokens[i].kind == "OP" and tokens[i].text == "-" and tokens[i - 1].kind == "WS" and tokens[i + 1].kind == "WS"
+    ]
+    if not spaced:
+        return tokens
+    chains: list[list[int]] = []
+    for i in spaced:
+        if chains and not any(t.kind in _LIST_BREAKS for t in tokens[chains[-1][-1] + 1 : i]):
+            chains[-1].append(i)
+        else:
+            chains.append([i])
+    dashes = set()
+    for chain in chains:
+        if any(_is_prose_word(tokens[i - 2]) if i >= 2 else False for i in chain) or any(
+            _is_prose_word(tokens[i + 2]) if i + 2 < len(tokens) else False for i in chain
+        ):
+            dashes.update(chain)
+    if not dashes:
+        return tokens
+    return [_Token("DASH", t.text, t.start, t.end) if i in dashes else t for i, t in enumerate(tokens)]
+
+
 def _find_spans(tokens: list[_Token]) -> list[tuple[int, int, str]]:
     """(start token, end token, LaTeX) of every formula span, left to right."""
     parser = _SpanParser(tokens)
@@ -1017,7 +1057,7 @@ class LatexConverter:
             # rest of the text stays as it is
             math = [m for m in math if m.start < unclosed]
             opaque = [(m.start, m.end) for m in math] + [(unclosed, len(text))]
-        tokens = _tokenize(text, opaque)
+        tokens = _list_dashes(_tokenize(text, opaque))
         converted_spans: list[tuple[int, int, str]] = []  # (start, end, latex), char offsets
         errors: list[tuple[int, str]] = []
         # Spans are searched again in the prose left around the ones found until nothing new
