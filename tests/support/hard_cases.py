@@ -22,7 +22,7 @@ different (``should_merge=False``: another question's picture, dedup must never 
                   panels, or a 3x3 grid with a "?"; every panel differs, or only one.
 
 ``a`` is the real file as the corpus has it (the frames are drawn here); ``b`` is made from the
-figure flattened on white. Same kind, n and seed: the same bytes (``cases``).
+figure flattened on white (a labelled figure is always a PNG: only the label differs). Same kind, n and seed: the same bytes (``cases``).
 
 ``measure(kinds, n, seed)`` runs the real ingest (a ``python:`` source, ``records`` below), the
 filter, image-index and dedup stages in a temporary data home: each pair becomes two questions
@@ -45,8 +45,10 @@ from typing import Iterable, Iterator
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
-REPO = Path(__file__).resolve().parents[2]
-CORPORA = (REPO / ".." / "shared" / "corpora").resolve()  # as support.corpora.CORPORA
+try:
+    from support.corpora import CORPORA
+except ImportError:  # loaded by path (a python: source) where tests/ is not on sys.path
+    CORPORA = (Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora").resolve()
 
 COPIES = ("jpeg", "resize", "rescan", "crop")
 DIFFERENT = ("added_label", "nearest_other", "shared_frame")
@@ -455,10 +457,20 @@ def make_added_label(fig: Figure, rng: np.random.Generator) -> tuple[bytes, str]
         return None
     ImageDraw.Draw(im).text((spot[0] - left, spot[1] - top), label, font=font, fill=colour)
     style = "serif" if serif else "sans"
-    return encode(im, _like(fig)), f"label {label!r} at {spot}, text {height} px, {style} {font.size} pt, ink {colour}"
+    # PNG, whatever the original: b is a's pixels and the label, nothing else differs
+    return encode(im, "PNG"), f"label {label!r} at {spot}, text {height} px, {style} {font.size} pt, ink {colour}"
 
 
 # ---- another figure ------------------------------------------------------------------------------
+
+
+# Pairs that the rule of ``same_drawing`` lets through but that a reader may take for one drawing
+# (the same shape drawn again, other proportions and line widths, no label differing), so never
+# "other figures". Found by looking at all 60 nearest_other pairs of seed 0; the other 59 differ
+# by what is drawn (other shapes, curves, values, or labels and marks one of them lacks).
+REVIEWED_SAME = frozenset({
+    frozenset({"wemath/data/2steps/image/190-1.png", "wemath/data/2steps/image/191-1.png"}),
+})
 
 
 def nearest_other(fig_index: int, taken: set[int]) -> tuple[int, int] | None:
@@ -469,6 +481,8 @@ def nearest_other(fig_index: int, taken: set[int]) -> tuple[int, int] | None:
     me = figure_image(figs[fig_index])
     for j in np.lexsort((np.arange(len(figs)), dist)).tolist():
         if j == fig_index or j in taken:
+            continue
+        if frozenset({figs[fig_index].name, figs[j].name}) in REVIEWED_SAME:
             continue
         if not _suitable(figs[j].path) or same_drawing(me, _flat_of(figs[j].path)):
             continue
@@ -693,7 +707,8 @@ def measure(kinds: Iterable[str] = KINDS, n: int = 60, seed: int = 0, home=None)
             row["both_kept"] += both
             if merged != SHOULD_MERGE[kind] or (conflict and not SHOULD_MERGE[kind]):
                 if len(row["examples"]) < 5:
-                    row["examples"].append(_cases(kind, n, seed)[i].origin)
+                    origin = _cases(kind, n, seed)[i].origin
+                    row["examples"].append(origin if len(origin) <= 240 else origin[:237] + "...")
         row["rate"] = row["merged"] / n if n else 0.0
         row["met"] = (row["rate"] >= row["goal"]) if row["should_merge"] else (row["merged"] == 0 and row["conflicts"] == 0)
         out[kind] = row
