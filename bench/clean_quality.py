@@ -17,7 +17,16 @@ existing one, and compares what the pipeline did with what the site planted:
   against the truth's ``problem_latex`` / ``choices_latex`` where the text has formulas, and
   the number of texts without math that were changed.
 
+* hard cases from the real figures of ../shared/corpora (``--hard-cases [N]``, issue 29):
+  per class (copies: jpeg, resize, rescan, crop; different pictures: added_label,
+  nearest_other, shared_frame) N pairs, each pair two questions with the same text and options
+  through the real ingest, filter, image-index and dedup stages (tests/support/hard_cases.py):
+  pairs merged with the same answer, and with different answers the pairs quarantined as
+  ``near duplicate with a conflicting answer`` or kept both; goals: copies merged >= 0.98,
+  different pictures never merged nor quarantined. Alone (no --questions/--home) it skips the demo.
+
     .venv/bin/python bench/clean_quality.py --questions 3000 [--home DIR] [--seed 0] [--corpora]
+    .venv/bin/python bench/clean_quality.py --hard-cases 60 [--seed 0]
 """
 
 from __future__ import annotations
@@ -291,14 +300,62 @@ def split_figures(home: DataHome, config: SiteConfig) -> dict:
     }
 
 
+def hard_case_figures(pairs: int, seed: int) -> bool:
+    """Print the hard-case table (``--hard-cases``); True when every class meets its goal."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from support import hard_cases as hc
+
+    started = time.perf_counter()
+    for kind in hc.KINDS:
+        hc.cases(kind, pairs, seed)
+    made = time.perf_counter() - started
+    started = time.perf_counter()
+    rows = hc.measure(hc.KINDS, n=pairs, seed=seed)
+    measured = time.perf_counter() - started
+    print(f"\nhard cases from the real figures of {hc.CORPORA} ({pairs} pairs per class, seed {seed}; "
+          f"made in {made:.0f} s, ingest + dedup {measured:.0f} s)")
+    print("  same text and options; merged = same answers, one group; with different answers: conflict = "
+          f"'{hc.NEAR_CONFLICT}', kept = both kept apart")
+    print(f"  {'class':14} {'must':6} {'pairs':>5} {'merged':>6} {'rate':>6} {'goal':>7} {'conflict':>8} {'kept':>5}  verdict")
+    ok = True
+    for kind in hc.KINDS:
+        row = rows[kind]
+        goal = f">={row['goal']:.2f}" if row["should_merge"] else "0"
+        verdict = "PASS" if row["met"] else "MISS"
+        ok = ok and row["met"]
+        print(f"  {kind:14} {'merge' if row['should_merge'] else 'never':6} {row['pairs']:>5} {row['merged']:>6} "
+              f"{row['rate']:>6.3f} {goal:>7} {row['conflicts']:>8} {row['both_kept']:>5}  {verdict}"
+              + (f"  ({row['lost']} questions lost before dedup)" if row["lost"] else ""))
+    conflicts = sum(rows[k]["conflicts"] for k in hc.DIFFERENT)
+    total = sum(rows[k]["pairs"] for k in hc.DIFFERENT)
+    print(f"  different pictures with different answers quarantined as a conflict: {conflicts} of {total} (goal 0)")
+    for kind in hc.KINDS:
+        for origin in rows[kind]["examples"][:3]:
+            print(f"    {kind} wrong: {origin}")
+    print("hard-case goals (copies merged >= 0.98 per class, different pictures never merged nor quarantined):",
+          "met" if ok else "MISSED")
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--questions", type=int, default=3000)
+    parser.add_argument("--questions", type=int, help="demo questions (default 3000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--home", help="a demo build with these --questions/--seed (built there if it has no warehouse; "
                                        "default: a new temporary folder)")
     parser.add_argument("--corpora", action="store_true", help="also build and measure the real corpora (bench/corpus_quality.py)")
+    parser.add_argument("--hard-cases", type=int, nargs="?", const=60, metavar="N",
+                        help="hard cases from real figures, N pairs per class (default 60); alone, without the demo")
     args = parser.parse_args(argv)
+    if args.hard_cases is not None and args.questions is None and not args.home:
+        ok = hard_case_figures(args.hard_cases, args.seed)
+        if args.corpora:
+            from bench.corpus_quality import main as corpus_quality
+
+            ok = corpus_quality(["--corpus", "all"]) == 0 and ok
+        return 0 if ok else 1
+    if args.questions is None:
+        args.questions = 3000
     config = SiteConfig(seed=args.seed, questions=args.questions)
     home = DataHome(Path(args.home).resolve() if args.home else Path(tempfile.mkdtemp(prefix="stemforge-quality-")))
     if not home.warehouse.exists():
@@ -327,6 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\nfamilies and splits:")
     for name, value in split_figures(home, config).items():
         print(f"  {name:50} {value}")
+    if args.hard_cases is not None:
+        ok = hard_case_figures(args.hard_cases, args.seed) and ok
     if args.corpora:
         from bench.corpus_quality import main as corpus_quality
 
