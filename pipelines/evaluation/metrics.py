@@ -19,7 +19,7 @@ Output conventions (every function returning metric rows uses ``METRICS_SCHEMA``
   ``num_choices``, ``length_bucket`` (see ``LENGTH_BUCKETS``; length = whitespace-separated
   tokens of the problem text, LaTeX included) and ``question_type`` (first word of the
   problem, lower-cased and stripped of punctuation; the 10 most frequent among the distinct
-  questions of the frame, everything else ``'other'``).
+  questions of the same split, everything else ``'other'``).
 * ``random_expected`` (mean of 1/k, a random guesser's expected accuracy, without interval)
   and ``failed_rate`` (share of failed samples) for the same groupings; ``ece`` (10
   equal-width confidence bins ``[i/10, (i+1)/10)``, the last one closed) for micro and
@@ -111,6 +111,10 @@ NO_GRADE = "(none)"
 ALL = "all"
 
 ECE_BINS = 10
+MAX_OPTIONS = 20
+# 1/k is summed as INVERSE_K_SCALE/k, an integer for every k <= MAX_OPTIONS: sums are exact
+# whatever the row order, and the scale does not depend on which splits are scored
+INVERSE_K_SCALE = math.lcm(*range(1, MAX_OPTIONS + 1))
 _FIXED_POINT = float(1 << 32)
 
 
@@ -182,8 +186,8 @@ def prepare_scored(scored: pl.DataFrame) -> pl.DataFrame:
 
     Adds ``cluster`` (filled with question_id), ``grade_key``, ``skill_key``,
     ``length_bucket``, ``question_type``, ``num_choices_key`` (string), ``is_correct`` /
-    ``is_failed`` (0/1 floats) and ``inverse_k`` (lcm/num_choices, with the lcm of all
-    option counts in ``inverse_k_scale``, so that sums are exact). Grouping keys are
+    ``is_failed`` (0/1 floats) and ``inverse_k`` (INVERSE_K_SCALE/num_choices, the scale in
+    ``inverse_k_scale``, so that sums are exact). Grouping keys are
     Categorical (fast group-bys); outputs cast them back to strings.
     """
     _check_columns(scored, REQUIRED_COLUMNS, "scored predictions")
@@ -207,44 +211,37 @@ def prepare_scored(scored: pl.DataFrame) -> pl.DataFrame:
     )
     if frame.height:
         _validate_rows(frame)
-    per_question = frame.unique(subset="question_id", keep="first").select(
-        "question_id", _first_word_expr().alias("first_word"), _length_bucket_expr().alias("length_bucket")
+    # the top first words are counted per split, so scoring one split never moves another's rows
+    per_question = frame.unique(subset=["split", "question_id"], keep="first").select(
+        "split", "question_id", _first_word_expr().alias("first_word"), _length_bucket_expr().alias("length_bucket")
     )
     top_types = (
-        per_question.group_by("first_word")
+        per_question.group_by(["split", "first_word"])
         .agg(pl.len().alias("count"))
-        .sort(["count", "first_word"], descending=[True, False])
-        .head(QUESTION_TYPE_TOP)["first_word"]
-        .to_list()
+        .sort(["split", "count", "first_word"], descending=[False, True, False])
+        .filter(pl.int_range(pl.len()).over("split") < QUESTION_TYPE_TOP)
+        .select("split", "first_word", pl.lit(True).alias("top"))
     )
-    per_question = per_question.select(
+    per_question = per_question.join(top_types, on=["split", "first_word"], how="left").select(
+        "split",
         "question_id",
         "length_bucket",
-        pl.when(pl.col("first_word").is_in(top_types))
+        pl.when(pl.col("top").fill_null(False))
         .then(pl.col("first_word"))
         .otherwise(pl.lit(QUESTION_TYPE_OTHER))
         .alias("question_type"),
     )
-    scale = _lcm_of(frame["num_choices"])
-    frame = frame.join(per_question, on="question_id", how="left", maintain_order="left").with_columns(
+    scale = INVERSE_K_SCALE
+    frame = frame.join(per_question, on=["split", "question_id"], how="left", maintain_order="left").with_columns(
         pl.col("grade").fill_null(NO_GRADE).alias("grade_key"),
         skill_key_expr().alias("skill_key"),
         pl.col("num_choices").cast(pl.String).alias("num_choices_key"),
         pl.col("correct").cast(pl.Float64).alias("is_correct"),
         (pl.col("prediction") == -1).cast(pl.Float64).alias("is_failed"),
-        # 1/k as lcm(k's)/k, an integer: sums are then exact whatever the row order
         (pl.lit(scale, pl.Int64) // pl.col("num_choices")).cast(pl.Float64).alias("inverse_k"),
         pl.lit(scale, pl.Int64).alias("inverse_k_scale"),
     )
     return frame.with_columns(pl.col(c).cast(pl.Categorical) for c in KEY_COLUMNS)
-
-
-def _lcm_of(values: pl.Series) -> int:
-    distinct = [int(v) for v in values.unique().to_list() if v is not None and v > 0]
-    lcm = math.lcm(*distinct) if distinct else 1
-    if lcm > 1 << 20:
-        raise MetricsInputError(f"too many distinct option counts (lcm {lcm}): at most 20 options are supported")
-    return lcm
 
 
 def _validate_rows(frame: pl.DataFrame) -> None:
@@ -255,6 +252,11 @@ def _validate_rows(frame: pl.DataFrame) -> None:
     bad = frame.filter(pl.col("num_choices") < 2)
     if bad.height:
         raise MetricsInputError(f"question {bad['question_id'][0]!r} has num_choices {bad['num_choices'][0]} (< 2)")
+    bad = frame.filter(pl.col("num_choices") > MAX_OPTIONS)
+    if bad.height:
+        raise MetricsInputError(
+            f"question {bad['question_id'][0]!r} has num_choices {bad['num_choices'][0]}: at most {MAX_OPTIONS} options are supported"
+        )
     bad = frame.filter((pl.col("prediction") < -1) | (pl.col("prediction") >= pl.col("num_choices")))
     if bad.height:
         row = bad.row(0, named=True)

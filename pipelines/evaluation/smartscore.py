@@ -11,7 +11,7 @@ number here is OUR ASSUMPTION, kept in ``SmartScoreRules`` (printed in the repor
   questions, or when the skill's questions run out (drawn without replacement);
 * a skill's exam score is the mean final score over ``sessions`` simulated sessions, each
   with its own question order; the orders depend only on (seed, split, skill, question ids)
-  so every model sits the same exams;
+  so every model sits the same exams, and each split has its own random stream;
 * subjects in ``accuracy_subjects`` (default technology: Triviaplaza has no SmartScore)
   are scored by accuracy as in the paper's Table 8, where the technology exam score equals
   the subject accuracy: the subject value is the accuracy over all its questions (n =
@@ -54,6 +54,7 @@ from pipelines.evaluation.metrics import (
     register_metric,
     skill_key_expr,
     sort_metrics,
+    stream_seed,
     _change_ids,
     _concat_metric_rows,
     _macro_rows,
@@ -228,8 +229,13 @@ def session_orders(questions: pl.DataFrame, rules: SmartScoreRules, seed: int) -
     n_questions = ordered.height
     n_exams = exams.height
     sessions = rules.sessions
-    rng = np.random.default_rng(seed)
-    keys = rng.random((sessions, n_questions))
+    # each split draws from its own stream: scoring one split never moves another's orders
+    keys = np.empty((sessions, n_questions))
+    split_of_question = ordered["split"].to_numpy()
+    split_bounds = np.flatnonzero(np.r_[True, split_of_question[1:] != split_of_question[:-1], True]) if n_questions else []
+    for begin, end in zip(split_bounds[:-1], split_bounds[1:]):
+        rng = np.random.default_rng(stream_seed(seed, "exam-orders", split_of_question[begin]))
+        keys[:, begin:end] = rng.random((sessions, end - begin))
     # one argsort over (session, exam, key): exam ids are integers, keys in [0, 1)
     composite = (np.arange(sessions)[:, None] * n_exams + exam_of_question[None, :]).astype(np.float64) + keys
     order = np.argsort(composite.ravel())
