@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +27,7 @@ from pipelines.ingest.importers import ImportSourceError, iter_import_records, p
 from pipelines.ingest.importers.answers import AnswerError
 from pipelines.ingest.importers.picture_options import PICTURES_DO_NOT_FIT, picture_layout
 from pipelines.ingest.importers.rows import MAPPED_FIELD_UNUSED
-from pipelines.ingest.importers.text_options import split_options, strip_placeholders
+from pipelines.ingest.importers.text_options import HELD_LABEL, read_options, split_options, strip_placeholders
 from pipelines.ingest.spec import SourceSpecError, parse_source_spec
 from pipelines.store.warehouse import run_query
 from support.corpora import CORPORA
@@ -34,6 +35,7 @@ from support.corpora import CORPORA
 ROOT = Path(__file__).resolve().parents[2]
 SCEMQA = CORPORA / "scemqa" / "Multiple_Choice"
 GAOKAO = CORPORA / "gaokao-mm" / "Data"
+WEMATH = CORPORA / "wemath" / "data" / "testmini.json"
 SOURCES_MODULE = Path(__file__).resolve().parents[1] / "corpus_sources.py"
 
 SCEMQA_MAPPING = (
@@ -98,10 +100,66 @@ def store(tmp_path):
         # OCR slips at the start of a line: a lower-case label, a label without its dot
         ("Then ( )\nA. $x$\nB $y$\nc. $z$\nD. $w$", "Then ( )", ["$x$", "$y$", "$z$", "$w$"]),
         ("Options span\nA. first line\ncontinued\nB. second", "Options span", ["first line\ncontinued", "second"]),
+        # We-Math's option field: separators stripped from every option, not only the last
+        ("A. Radius;B. Diameter;C. Cannot be determined; D. No correct answer", "",
+         ["Radius", "Diameter", "Cannot be determined", "No correct answer"]),
+        ("A. 45° B. 60° ;C. 120°; D. No correct answer", "", ["45°", "60°", "120°", "No correct answer"]),
+        ("A. 4 ; B. 3 ; C. 2 ;D.1 ; E. No correct answer", "", ["4", "3", "2", "1", "No correct answer"]),
+        ("A. ①;B．②;C. ③; D. Cannot be determined", "", ["①", "②", "③", "Cannot be determined"]),
+        ("A. F;    B. D;    C. B;    D. I; E. No correct answer", "", ["F", "D", "B", "I", "No correct answer"]),
+        ("哪个？A．甲；B．乙，C．丙 |", "哪个？", ["甲", "乙", "丙"]),
+        # never from inside math; a bar goes only while unpaired
+        ("Which? A. $a;b$; B. \\(c;\\); C. |x|; D. 5|", "Which?", ["$a;b$", "\\(c;\\)", "|x|", "5"]),
+        ("Sum? (A). 5 (B) .5", "Sum?", ["5", ".5"]),
+        # a price is no math: "$" before a digit, not closed as math on the line
+        ("Which is the median? (A) $501k (B) $534k (C) $621k (D) $1,035k", "Which is the median?",
+         ["$501k", "$534k", "$621k", "$1,035k"]),
+        ("Cost $5 or $x$? (A) $5 (B) $x$", "Cost $5 or $x$?", ["$5", "$x$"]),
+        # a label right after a word, and after a sentence's end
+        ("If the radius is tripled, the volume (A) is tripled (B)is doubled(C) remains the same (D) is halved "
+         "(E) decreased by a third", "If the radius is tripled, the volume",
+         ["is tripled", "is doubled", "remains the same", "is halved", "decreased by a third"]),
+        ("Which painting is older than A, B, C, D, and E.(A) Painting I (B) Painting II (C) Painting III",
+         "Which painting is older than A, B, C, D, and E.", ["Painting I", "Painting II", "Painting III"]),
+        # a glued label never starts a run, nor wins over a run that needs none
+        ("Is P(A) > P(B)?\n(A) yes (B) no", "Is P(A) > P(B)?", ["yes", "no"]),
+        ("Pick (A) sin(B) (B) 2 (C) 3", "Pick", ["sin(B)", "2", "3"]),
     ],
 )
 def test_split_options(text, stem, options):
     assert split_options(text) == (stem, options)
+    assert read_options(text).held_label is None
+
+
+@pytest.mark.parametrize(
+    ("text", "held"),
+    [
+        # We-Math 3steps_156: "∠AB;C." took C's label, and C's text holds its own
+        ("A. There is an obtuse angle ∠AB;E.; B. There is an obtuse angle ∠AB;C.; C. There is no obtuse angle.; "
+         "D. It cannot be determined.; E. No correct answer", "option A: ' There is an obtuse angle ∠AB;E.'"),
+        # We-Math 2steps_102: "Shape ;C." ends in another option's label
+        ("A. Shape A is translated to get Shape ;C.; B. Shape A is moved to get Shape ;C.; D. No correct answer",
+         "option A: ' Shape A is translated to get Shape ;C.'"),
+        # We-Math 2steps_94: "C. No.; F. No correct answer" (no E)
+        ("A. Yes, around point ;O.;B. Yes, around point ;O.;C. No.; F. No correct answer",
+         "option C: ' No.; F. No correct answer'"),
+    ],
+)
+def test_options_holding_another_options_label(text, held):
+    assert read_options(text).held_label == held
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "A. E. coli; B. yeast; C. moss",  # a label with no separator before it is the option's text
+        "A. It passes through A, B, C.; B. It passes through B only; C. Neither",  # a comma is prose
+        "A. around point ;O.; B. around point ;O.; C. No",  # O is no option's letter
+        "A. $x; C. y$; B. $z$",  # inside math
+    ],
+)
+def test_options_holding_no_label(text):
+    assert read_options(text).held_label is None
 
 
 @pytest.mark.parametrize(
@@ -112,6 +170,7 @@ def test_split_options(text, stem, options):
         "U.S.A. B. C. are letters",  # no label A starts a run
         "f(A) and f(B) are values",  # f(A) is notation
         "$A. x$ and $B. y$",  # inside math
+        "\\(A. x\\) and \\(B. y\\)",
         "表\n\\begin{tabular}{|c|c|}\n\\hline A. & x \\\\\n\\hline B. & y \\\\\n\\end{tabular}",
     ],
 )
@@ -347,9 +406,11 @@ def test_the_sensor_leaves_python_sources_to_the_schedule(tmp_path):
 
 def test_scemqa_whole_file(store):
     questions, quarantined = read(SCEMQA_SPEC, store)
-    assert (len(questions), len(quarantined)) == (834, 6)
-    assert by_reason(quarantined) == {"several answers": 4, "answer out of range": 1, "no options in the text": 1}
-    assert collections.Counter(x.skill for x in questions) == {"math": 211, "biology": 211, "physics": 211, "chemistry": 201}
+    assert (len(questions), len(quarantined)) == (832, 8)
+    assert by_reason(quarantined) == {
+        "several answers": 4, "identical options": 2, "answer out of range": 1, "no options in the text": 1,
+    }
+    assert collections.Counter(x.skill for x in questions) == {"math": 210, "biology": 211, "physics": 210, "chemistry": 201}
     got = {x.source_key: x for x in questions}
     labels = got["multiple_choice.json#Physics/0"]  # options drawn in the figure: the labels stay
     assert labels.problem == "At which position in the above circuit will the charge passing that position in one second be largest?"
@@ -367,6 +428,14 @@ def test_scemqa_whole_file(store):
     assert details["multiple_choice.json#Physics/141"][1].startswith("'(C, D) Since the sign")
     reason, detail = details["multiple_choice.json#Math/104"]  # the key says E; the text has A to D
     assert reason == "answer out of range" and detail.startswith("'E: The integral") and detail.endswith("for 4 options")
+    # the source lists the same option twice: a model can rule out both copies
+    assert details["multiple_choice.json#Physics/68"] == ("identical options", "options 1 and 3: 'BC, EF, DE, CD, AB'")
+    assert details["multiple_choice.json#Math/185"][0] == "identical options"
+    assert details["multiple_choice.json#Math/185"][1].startswith("options 2 and 4: 'Do not reject")
+    # case is kept: Mg and mg are different options
+    assert got["multiple_choice.json#Physics/100"].choices[1:3] == (
+        "$\\frac{Mg-mgsin\\theta}{Mg\\cos\\theta}$", "$\\frac{Mg-mgsin\\theta}{mg\\cos\\theta}$",
+    )
 
 
 def test_gaokao_whole_folder(store):
@@ -394,6 +463,79 @@ def test_gaokao_whole_folder(store):
     assert details["2010-2023_Chemistry_MCQs.json#0"] == ("several images", "4 images and no options (see image_options)")
     assert details["2010-2023_Math_MCQs.json#20"] == ("several images", "2 images")  # options in the text, 2 figures
     assert details["2010-2023_Chemistry_MCQs.json#12"] == ("no options in the text", None)  # a LaTeX table
+
+
+def readme_spec(corpus: str) -> str:
+    """The README's source spec for a corpus of ../shared/corpora, as printed there."""
+    readme = (ROOT / "README.md").read_text()
+    (spec,) = re.findall(rf'--source "(json:\.\./shared/corpora/{corpus}/[^"]+)"', readme)
+    return spec.replace("../shared/corpora", str(CORPORA))
+
+
+def test_wemath_whole_file_as_the_readme_maps_it(store):
+    """We-Math's options are one text in a field of their own (``options_in_text=option``),
+    separated by ``;``: no option keeps a separator, so the one option without ``;`` (never the
+    key) no longer stands out; rows the source garbled are quarantined, each with its reason."""
+    questions, quarantined = read(readme_spec("wemath"), store)
+    assert (len(questions), len(quarantined)) == (1724, 16)
+    assert by_reason(quarantined) == {HELD_LABEL: 6, "identical options": 5, "more options than max_options=5": 5}
+    options = [c for q in questions for c in q.choices]
+    assert len(options) == 8064 and not [c for c in options if c[-1] in ";,|；，" or c[0] in ";,|；，"]
+    got = {x.source_key: x for x in questions}
+    first = got["testmini.json#0"]  # 2steps_1
+    assert first.problem == "According to the diagram and the length information provided: OA = ( ) m, AB = ( ) m"
+    assert (first.choices, first.answer_idx) == (("300, 400", "400, 300", "3000, 4000", "4000, 3000", "No correct answer"), 2)
+    assert store.get(first.problem_image) == (WEMATH.parent / "2steps" / "image" / "1-1.png").read_bytes()
+    assert got["testmini.json#1"].choices[3] == "30, 50, 40."  # a full stop is the option's own
+    details = {e.source_key: (e.reason, e.detail) for e in quarantined}
+    # 2steps_313: the key's text (B) is also option D
+    assert details["testmini.json#312"] == ("identical options", "options 2 and 4: 'Surface area of A < Surface area of B'")
+    assert details["testmini.json#1565"] == (HELD_LABEL, "option A: ' There is an obtuse angle ∠AB;E.'")
+    assert details["testmini.json#93"] == (HELD_LABEL, "option C: ' No.; F. No correct answer'")
+    assert {k for k, (reason, _) in details.items() if reason == HELD_LABEL} == {
+        f"testmini.json#{i}" for i in (93, 101, 767, 821, 1565, 1730)
+    }
+    assert {k: d for k, (reason, d) in details.items() if reason.startswith("more options")} == {
+        "testmini.json#182": "7 options", "testmini.json#449": "6 options", "testmini.json#809": "6 options",
+        "testmini.json#1208": "6 options", "testmini.json#1404": "7 options",
+    }
+
+
+def test_options_field_mappings(tmp_path, store):
+    """``options_in_text=FIELD`` and ``choices=FIELD`` read a text of labelled options alike;
+    ``max_options`` lowers the option limit and names itself in the quarantine reason."""
+    rows = [
+        {"q": "Which is a diameter?", "option": "A. Radius;B. Diameter;C. Cannot be determined; D. No correct answer", "answer": "B"},
+        {"q": "Three?", "option": "A. 1; B. 2; C. 3", "answer": "C"},
+        {"q": "Listed", "option": ["x;", "y"], "answer": "A"},  # a list stays a list, as given
+        {"q": "Stem in it", "option": "Pick: A. 1; B. 2", "answer": "A"},
+        {"q": "No labels", "option": "1; 2; 3", "answer": "A"},
+        {"q": "Twice", "option": "A. 12 cm; B. 12  cm;C. 13 cm", "answer": "A"},
+    ]
+    write_json(tmp_path / "d" / "rows.json", rows)
+    base = f"json:{tmp_path / 'd'}?problem=q&answer_format=letter&subject='math'&skill='s'"
+    for mapping in ("options_in_text=option", "choices=option"):
+        questions, quarantined = read(f"{base}&{mapping}", store)
+        assert [(q.problem, q.choices, q.answer_idx) for q in questions] == [
+            ("Which is a diameter?", ("Radius", "Diameter", "Cannot be determined", "No correct answer"), 1),
+            ("Three?", ("1", "2", "3"), 2),
+            ("Listed", ("x;", "y"), 0),
+        ]
+        assert [(e.reason, e.detail) for e in quarantined] == [
+            ("text before option A in the options text", "Pick:"),
+            ("no labelled options in the options text", "1; 2; 3"),
+            ("identical options", "options 1 and 2: '12 cm'"),
+        ]
+    questions, quarantined = read(f"{base}&options_in_text=option&max_options=3", store)
+    assert [q.problem for q in questions] == ["Three?", "Listed"]
+    assert ("more options than max_options=3", "4 options") in [(e.reason, e.detail) for e in quarantined]
+    for bad in ("7", "1", "many"):
+        with pytest.raises(ImportSourceError, match=f"max_options='{bad}' in json mapping: expected a number from 2 to 5"):
+            iter_import_records(parse_source_spec(f"{base}&options_in_text=option&max_options={bad}"), store)
+    with pytest.raises(ImportSourceError, match="options_in_text=option reads the options from the text; drop choices="):
+        iter_import_records(parse_source_spec(f"{base}&options_in_text=option&choices=option"), store)
+    _, quarantined = read(f"{base}&options_in_text=options", store)  # misspelt: no row has it
+    assert {e.reason for e in quarantined} >= {MAPPED_FIELD_UNUSED}
 
 
 # ---------------------------------------------------------------- options drawn as pictures

@@ -178,6 +178,22 @@ def store_image(images: ImageStore, data: Any, what: str) -> str:
 
 
 PLACEHOLDER_HASH = "0" * 64
+IDENTICAL_OPTIONS = "identical options"
+
+
+def identical_options(choices: Sequence[Any] | None) -> tuple[int, int] | None:
+    """The first two text options that are the same text but for white space (We-Math
+    ``2steps_313``: the key's text is also a distractor), or None. Case is not folded:
+    ``$Mg$`` and ``$mg$`` (SceMQA Physics #100) are different options."""
+    seen: dict[str, int] = {}
+    for i, text in enumerate(choices or ()):
+        if not isinstance(text, str):
+            continue
+        key = " ".join(text.split())
+        if key in seen:
+            return seen[key], i
+        seen[key] = i
+    return None
 
 
 def finish_question(
@@ -190,10 +206,16 @@ def finish_question(
 
     ``draft`` carries PLACEHOLDER_HASH where an image will go, so that structural
     problems are found before any image of a doomed record is written to the store.
+    Two identical text options (``identical_options``) make it unusable: a model told that
+    one answer is right can rule out both copies.
     """
     reason = validate_raw_question(draft)
     if reason is not None:
         raise RecordProblem(reason)
+    twins = identical_options(draft.choices)
+    if twins is not None:
+        first, second = twins
+        raise RecordProblem(IDENTICAL_OPTIONS, one_line(f"options {first + 1} and {second + 1}: {draft.choices[first]!r}", 160))
     problem_hash = store_image(images, problem_image, "question image") if draft.problem_image else None
     choice_hashes = None
     if draft.choice_images is not None:

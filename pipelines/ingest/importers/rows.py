@@ -17,6 +17,11 @@ Settings, beside the fields:
   (see ``answers.py``; ``letter`` also reads ``D. because ...``);
 - ``options_in_text=1``: the options are written in the question text (``A. ...``,
   ``(A) ...``, full-width ``Ａ．``); the text keeps the stem only (see ``text_options.py``);
+  ``options_in_text=FIELD``: they are written, labelled, in the text of FIELD (We-Math's
+  ``"option": "A. 300, 400;B. 400, 300;..."``), read the same way; the question text stays whole;
+- ``max_options=N`` (2 to 5, default 5): a question with more options is quarantined
+  (``more options than max_options=N``); the STEM release holds 2 to 5 options per question,
+  and so does every export;
 - ``image_root=DIR``: image paths resolve against DIR (relative to the data file's folder;
   for ``python:`` to the current folder) and may not leave it; by default the data file's
   folder (the current folder for ``python:``);
@@ -26,8 +31,11 @@ Settings, beside the fields:
   pictures and no options of its own holds its options (see ``picture_options.py``).
 
 Options are a list of texts (numbers are turned into text), or an object keyed by labels
-(``{"A": "...", "B": "..."}``, whose keys then name the options for letter answers), or a
-list of image paths under ``choice_images``. An image is a path (a list of one path is that
+(``{"A": "...", "B": "..."}``, whose keys then name the options for letter answers), or one
+text of labelled options (read as ``options_in_text=FIELD`` reads it), or a
+list of image paths under ``choice_images``. Two options identical but for white space, or an
+option holding another option's label (``; C. ...``, see ``text_options.py``), quarantine the
+question (``identical options``, ``an option holds another option's label``). An image is a path (a list of one path is that
 path; a path without a suffix such as ``Math/1`` finds ``Math/1.png`` or ``Math/1.jpg`` when
 exactly one exists) or, from ``python:`` sources, bytes. A question with several images
 cannot be held by the STEM schema (one problem image) and is quarantined as
@@ -63,7 +71,7 @@ from pipelines.ingest.importers.common import (
 )
 from pipelines.ingest.importers.paths import read_image_file, resolve_image_file
 from pipelines.ingest.importers.picture_options import join_pictures, parse_image_options
-from pipelines.ingest.importers.text_options import split_options, strip_placeholders
+from pipelines.ingest.importers.text_options import HELD_LABEL, held_label, read_options, strip_placeholders
 
 DEFAULT_NAMES: dict[str, tuple[str, ...]] = {
     "problem": ("question", "problem", "text", "stem"),
@@ -78,9 +86,10 @@ DEFAULT_NAMES: dict[str, tuple[str, ...]] = {
     "id": ("id", "qid"),
 }
 FIELDS = tuple(DEFAULT_NAMES)
-SETTINGS = ("answer_format", "options_in_text", "image_root", "subjects", "image_options")
+SETTINGS = ("answer_format", "options_in_text", "image_root", "subjects", "image_options", "max_options")
 PSEUDO_FIELDS = ("_file", "_key")
 MAPPED_FIELD_UNUSED = "mapped field in no record"
+MAX_OPTIONS = 5  # the STEM release: 2 to 5 options per question
 _CONSTANT = re.compile(r"^'(.*)'$", re.DOTALL)
 _MISSING = object()
 
@@ -106,9 +115,13 @@ class RowMapping:
                 f"answer_format {self.answer_format!r} in {kind} mapping is not one of {', '.join(ANSWER_FORMATS)}"
             )
         flag = options.get("options_in_text", "0")
-        if flag not in ("0", "1", ""):
-            raise ImportSourceError(f"options_in_text={flag!r} in {kind} mapping: expected 1 or 0")
-        self.options_in_text = flag == "1"
+        if _CONSTANT.match(flag):
+            raise ImportSourceError(
+                f"options_in_text={flag!r} in {kind} mapping: expected 1 (the question text), 0, or the input field holding the options"
+            )
+        self.options_in_text = flag not in ("0", "")  # options read from a text: the question's, or a field's
+        self.options_field = flag if self.options_in_text and flag != "1" else None
+        self.max_options = _max_options(options.get("max_options"), kind)
         self.image_root = options.get("image_root") or None
         self.subject_names = _subject_table(options.get("subjects", ""), kind)
         self.image_options = parse_image_options(options.get("image_options"), kind)
@@ -128,8 +141,10 @@ class RowMapping:
                 self.mapped[ours] = theirs
         if self.options_in_text:
             if "choices" in options:
-                raise ImportSourceError(f"{kind} mapping: options_in_text=1 reads the options from the text; drop choices=")
-            self.names["choices"] = ()
+                raise ImportSourceError(f"{kind} mapping: options_in_text={flag} reads the options from the text; drop choices=")
+            self.names["choices"] = (self.options_field,) if self.options_field else ()
+            if self.options_field:
+                self.mapped["choices"] = self.options_field
         self._seen: set[str] = set()
 
     def observe(self, row: dict[str, Any], meta: Mapping[str, Any]) -> None:
@@ -162,6 +177,16 @@ class RowMapping:
             if len(found) > 1:
                 raise RecordProblem("subject names several subjects", one_line(raw, 80))
         return normalize_subject(raw)
+
+
+def _max_options(value: str | None, kind: str) -> int:
+    if value is None or value == "":
+        return MAX_OPTIONS
+    if not value.isdigit() or not 2 <= int(value) <= MAX_OPTIONS:
+        raise ImportSourceError(
+            f"max_options={value!r} in {kind} mapping: expected a number from 2 to {MAX_OPTIONS} (the STEM release's 2 to 5 options)"
+        )
+    return int(value)
 
 
 def _words(text: str) -> list[str]:
@@ -232,6 +257,8 @@ def _options(raw: Any) -> tuple[list[str] | None, list[str] | None]:
     if raw is None or raw == [] or raw == {} or raw == "":
         return None, None
     labels = None
+    if isinstance(raw, str):
+        return _options_text(raw), None
     if isinstance(raw, dict):
         labels = [str(k) for k in raw]
         raw = list(raw.values())
@@ -246,6 +273,28 @@ def _options(raw: Any) -> tuple[list[str] | None, list[str] | None]:
         else:
             raise RecordProblem("an option is not text", f"option {i} is {type(option).__name__}")
     return texts, labels
+
+
+def _options_text(text: str) -> list[str]:
+    """The options written, labelled, in a field of their own (``options_in_text=FIELD``)."""
+    found = read_options(text)
+    if found is None:
+        raise RecordProblem("no labelled options in the options text", one_line(text, 80))
+    if found.stem.strip():
+        raise RecordProblem("text before option A in the options text", one_line(found.stem, 80))
+    if found.held_label:
+        raise RecordProblem(HELD_LABEL, one_line(found.held_label, 160))
+    return found.options
+
+
+def _check_options(texts: list[str] | None, count: int, mapping: RowMapping) -> None:
+    """More options than ``max_options``, or a listed option holding another's label: quarantined."""
+    if count > mapping.max_options:
+        raise RecordProblem(f"more options than max_options={mapping.max_options}", f"{count} options")
+    for i, text in enumerate(texts or ()):
+        held = held_label(text, i, len(texts))
+        if held:
+            raise RecordProblem(HELD_LABEL, one_line(held, 160))
 
 
 def _pictures(value: Any) -> list[Any]:
@@ -287,11 +336,13 @@ def row_question(
         raise RecordProblem("question text is not text", type(problem).__name__)
     problem = problem or ""
     labels = None
-    if mapping.options_in_text:
-        parsed = split_options(problem)
+    if mapping.options_in_text and mapping.options_field is None:
+        parsed = read_options(problem)
         texts = None
         if parsed is not None:
-            problem, texts = parsed
+            if parsed.held_label:
+                raise RecordProblem(HELD_LABEL, one_line(parsed.held_label, 160))
+            problem, texts = parsed.stem, parsed.options
     else:
         texts, labels = _options(mapping.get(row, "choices", meta))
     image_paths = mapping.get(row, "choice_images", meta)
@@ -313,6 +364,7 @@ def row_question(
             image, image_paths = (pictures[0] if figures else None), pictures[figures:]
     if texts is None and image_paths is None:
         raise RecordProblem("no options in the text" if mapping.options_in_text else "not multiple choice: no options")
+    _check_options(texts, len(texts) if texts is not None else len(image_paths), mapping)
     if texts is not None and image_paths is not None:
         raise RecordProblem("both text options and option images are given; a question has one kind")
     image_count = len(pictures)

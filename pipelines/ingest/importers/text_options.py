@@ -1,20 +1,36 @@
-"""Options written inside a question's text (``options_in_text=1``), and image placeholders.
+"""Options written inside a text (``options_in_text=1``: the question's; ``options_in_text=FIELD``
+or a ``choices`` field holding one text: that field's), and image placeholders.
 
-``split_options(text)`` finds the labelled options at the end of a question text and returns
-the stem (the text before option A, right-stripped) and the option texts, or None.
+``read_options(text)`` finds the labelled options at the end of a text and returns the stem
+(the text before option A, right-stripped), the option texts and, when one option holds another
+option's label, which (``held_label``); ``split_options(text)`` is (stem, options), or None.
 
 A label is a capital letter (full-width ``Ａ`` too) written ``A.``, ``A．``, ``A)``, ``(A)``,
 ``（A）``, ``A:``, ``A：`` or ``A、``; it may start a line or follow other text on the same
-line (``A. 1 B. 2 C. 3 D. 4``, ``...( )A. 6B. 9C. 12D. 18``), but not a Latin letter, a
-backslash, an abbreviation or a TeX sub/superscript (``U.S.A.`` and ``x_A.`` are no labels), and never inside
-``$...$`` math (counted within the line) or an unclosed ``\\begin{...}`` (options laid out in a table are not parsed).
+line (``A. 1 B. 2 C. 3 D. 4``, ``...( )A. 6B. 9C. 12D. 18``, after a sentence's end
+``... D, and E.(A) Painting I``), but not a Latin letter, a backslash, an abbreviation or a TeX
+sub/superscript (``U.S.A.`` and ``x_A.`` are no labels). A label in parentheses may follow a
+word with no space (``(B)is doubled(C) remains``): such a glued label joins a run only when it
+makes the run longer than the runs without glued labels, and never starts one (``f(A) and
+f(B)`` are notation). No label is ever inside math: ``$...$`` (within its line), ``\\(...\\)``,
+``\\[...\\]`` as ``pipelines.clean.latex.convert.find_tex_math`` finds it, so a price is not
+math (``(A) $501k (B) $534k``: a dollar before a digit that is not closed as math), or after an
+unclosed ``\\begin{...}`` (options laid out in a table are not parsed).
 At the start of a line a lower-case letter (``c.``, an OCR slip) or a bare letter followed by a
 space (``B $F$ ...``) is a label too, when every label of the run starts a line.
 
 The options are the longest run of labels A, B, C, ... in order (ties: the run that starts
 last, so a stem mentioning "(A)" does not count); each option's text runs to the next label,
-the last one's to the end. An option with no text (drawn in the figure) is its letter, so it
-stays visible as a label.
+the last one's to the end. Its ends lose white space, separators (``;`` ``；`` ``,`` ``，``, and
+``|`` unless the option's bars are paired, as in ``|x|``) and a doubled label punctuation
+(``(A). 5``), never a character inside math (``$a;b$``). An option with no text (drawn in the
+figure) is its letter, so it stays visible as a label.
+
+An option holds another option's label (``held_label``: We-Math's ``'; C. There is no obtuse
+angle.;'``, ``... to get Shape ;C.;``) when, outside math, its text has a separator (``;``
+``；`` ``|``) followed by a label and text (``; C. There``), or ends in a separator and the
+label of another option of the run (``;C.``). A comma is no such separator: ``points A, B, C.``
+is prose.
 """
 
 from __future__ import annotations
@@ -23,6 +39,8 @@ import re
 import unicodedata
 from bisect import bisect_left
 from dataclasses import dataclass
+
+from pipelines.clean.latex.convert import find_tex_math
 
 _STRONG = re.compile(
     r"(?:(?P<open>[(（])(?P<inner>[A-ZＡ-Ｚ])[)）])"
@@ -41,6 +59,7 @@ class _Label:
     index: int  # 0 for A
     strong: bool
     line_start: bool
+    glued: bool = False  # "(C)" right after a word: "is doubled(C) remains"
 
 
 def _letter_index(char: str) -> int:
@@ -52,31 +71,46 @@ def _at_line_start(text: str, position: int) -> bool:
     return text[line_begin:position].strip(" \t\u3000") == ""
 
 
-def _labels(text: str) -> list[_Label]:
+def _math_regions(text: str) -> list[tuple[int, int]]:
+    """(start, end) of the TeX math of each line (inline math never spans lines here: a lone
+    "$", a price, upsets one line at most), as the LaTeX stage finds it."""
+    if "$" not in text and "\\" not in text:
+        return []
+    regions, offset = [], 0
+    for line in text.split("\n"):
+        regions += [(offset + m.start, offset + m.end) for m in find_tex_math(line)]
+        offset += len(line) + 1
+    return regions
+
+
+def _inside(regions: list[tuple[int, int]], position: int) -> bool:
+    return any(start <= position < end for start, end in regions)
+
+
+def _labels(text: str, regions: list[tuple[int, int]]) -> list[_Label]:
     found: dict[int, _Label] = {}
     for match in _STRONG.finditer(text):
         start = match.start()
-        if start > 0 and (_NOT_BEFORE_LABEL.match(text[start - 1]) or _ABBREVIATION_BEFORE.search(text[max(0, start - 3) : start])):
+        glued = False
+        if start > 0 and _NOT_BEFORE_LABEL.match(text[start - 1]):
+            if not (match.group("open") and text[start - 1].isalpha()):
+                continue
+            glued = True
+        if match.group("bare") and _ABBREVIATION_BEFORE.search(text[max(0, start - 3) : start]):
             continue
         letter = match.group("inner") or match.group("bare")
-        found[start] = _Label(start, match.end(), _letter_index(letter), True, _at_line_start(text, start))
+        found[start] = _Label(start, match.end(), _letter_index(letter), True, _at_line_start(text, start), glued)
     for match in _WEAK_AT_LINE_START.finditer(text):
         group = "lower" if match.group("lower") else "spaced"
         start = match.start(group)
         if start not in found:
             found[start] = _Label(start, match.end(), _letter_index(match.group(group)), False, True)
-    dollars = [m.start() for m in re.finditer(r"(?<!\\)\$", text)]
     begins = [m.start() for m in re.finditer(r"\\begin\{", text)]
     ends = [m.start() for m in re.finditer(r"\\end\{", text)]
-    def outside_math(position: int) -> bool:
-        # inline math never spans lines here: a lone "$" (a price) upsets one line at most
-        line_begin = text.rfind("\n", 0, position) + 1
-        return (bisect_left(dollars, position) - bisect_left(dollars, line_begin)) % 2 == 0
-
     return [
         label
         for _, label in sorted(found.items())
-        if outside_math(label.start) and bisect_left(begins, label.start) <= bisect_left(ends, label.start)
+        if not _inside(regions, label.start) and bisect_left(begins, label.start) <= bisect_left(ends, label.start)
     ]
 
 
@@ -95,7 +129,7 @@ def _run_from(first: _Label, labels: list[_Label], lines_only: bool) -> list[_La
 def _best_run(labels: list[_Label]) -> list[_Label]:
     runs = []
     for first in labels:
-        if first.index != 0:
+        if first.index != 0 or first.glued:
             continue
         if first.line_start:
             runs.append(_run_from(first, labels, lines_only=True))
@@ -104,18 +138,94 @@ def _best_run(labels: list[_Label]) -> list[_Label]:
     return max(runs, key=lambda run: (len(run), all(label.line_start for label in run), run[0].start), default=[])
 
 
-def split_options(text: str) -> tuple[str, list[str]] | None:
-    """(stem, option texts) of a question whose options are written in its text, or None."""
+HELD_LABEL = "an option holds another option's label"  # the quarantine reason
+_SEPARATORS = ";,|；，"
+_LABEL_PUNCTUATION = ".．:：、"
+_HELD_RUN = re.compile(r"[;；|][ \t\u3000]*(?:[(（][A-ZＡ-Ｚ][)）]|[A-ZＡ-Ｚ][.．:：、)）])\s+\S")
+_HELD_END = re.compile(r"[;；|][ \t\u3000]*(?P<letter>[A-ZＡ-Ｚ])[.．]\Z")
+
+
+def _trimmed(text: str, start: int, end: int, regions: list[tuple[int, int]]) -> tuple[int, int]:
+    """``text[start:end]`` without white space, separators and doubled label punctuation at
+    its ends; nothing inside math is touched, and a ``|`` goes only while the bars are unpaired."""
+
+    def bars() -> int:
+        return sum(1 for i in range(start, end) if text[i] == "|" and not _inside(regions, i))
+
+    def removable(i: int, at_start: bool) -> bool:
+        char = text[i]
+        if _inside(regions, i):
+            return False
+        if char.isspace() or (char in _SEPARATORS and char != "|"):
+            return True
+        if char == "|":
+            return bars() % 2 == 1
+        # "(A). 5": a second label punctuation, followed by white space (".5" is a number)
+        return at_start and char in _LABEL_PUNCTUATION and (i + 1 == end or text[i + 1].isspace())
+
+    while start < end and removable(start, True):
+        start += 1
+    while end > start and removable(end - 1, False):
+        end -= 1
+    return start, end
+
+
+@dataclass(frozen=True)
+class OptionsText:
+    stem: str
+    options: list[str]
+    held_label: str | None  # "option B holds a label: ..." when an option holds another's label
+
+
+def read_options(text: str) -> OptionsText | None:
+    """The stem, option texts and held label (see the module docstring) of a text whose options
+    are written in it, or None when it has no run of two labels or more."""
     if not isinstance(text, str):
         return None
-    run = _best_run(_labels(text))
+    regions = _math_regions(text)
+    labels = _labels(text, regions)
+    run = _best_run([label for label in labels if not label.glued])
+    with_glued = _best_run(labels)
+    if len(with_glued) > len(run):
+        run = with_glued
     if len(run) < 2:
         return None
-    options = []
+    options, held = [], None
+    letters = {label.index for label in run}
     for label, following in zip(run, [*run[1:], None]):
-        body = text[label.end : following.start if following else len(text)].strip()
-        options.append(body or chr(ord("A") + label.index))
-    return text[: run[0].start].rstrip(), options
+        end = following.start if following else len(text)
+        start, stop = _trimmed(text, label.end, end, regions)
+        options.append(text[start:stop] or chr(ord("A") + label.index))
+        if held is None:
+            held = _held_label(text, label.end, stop, regions, letters - {label.index})
+            if held is not None:
+                held = f"option {chr(ord('A') + label.index)}: {held}"
+    return OptionsText(text[: run[0].start].rstrip(), options, held)
+
+
+def _held_label(text: str, start: int, stop: int, regions: list[tuple[int, int]], others: set[int]) -> str | None:
+    """The label that ``text[start:stop]`` (an option, separators before it kept) holds, if any."""
+    body = text[start:stop]
+    for match in _HELD_RUN.finditer(body):
+        if not _inside(regions, start + match.start()):
+            return repr(body)
+    end = _HELD_END.search(body)
+    if end and _letter_index(end.group("letter")) in others and not _inside(regions, start + end.start()):
+        return repr(body)
+    return None
+
+
+def split_options(text: str) -> tuple[str, list[str]] | None:
+    """(stem, option texts) of a text whose options are written in it, or None."""
+    found = read_options(text)
+    return None if found is None else (found.stem, found.options)
+
+
+def held_label(option: str, own: int, count: int) -> str | None:
+    """``option`` (the option at ``own`` of ``count``, given as a list item) holds another
+    option's label (see the module docstring), or None."""
+    found = _held_label(option, 0, len(option), _math_regions(option), set(range(count)) - {own})
+    return None if found is None else f"option {chr(ord('A') + own)}: {found}"
 
 
 def strip_placeholders(text: str) -> tuple[str, list[int]]:
