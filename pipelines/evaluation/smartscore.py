@@ -41,7 +41,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from pipelines.evaluation.metrics import (
+from pipelines.evaluation.metric_rows import (
     DEFAULT_BOOTSTRAP,
     METRIC_COLUMNS,
     NO_GRADE,

@@ -229,3 +229,19 @@ def test_paper_skill_sampling_is_seeded_and_takes_the_paper_sizes():
     assert SmartScoreRules.from_mapping(paper.as_dict()) == paper
     with pytest.raises(MetricsInputError, match="skill_sample"):
         SmartScoreRules(skill_sample="some")
+
+
+def test_smartscore_and_metrics_depend_one_way():
+    """metrics imports smartscore (to register exam_score); smartscore never imports metrics."""
+    import ast
+    import pathlib
+
+    import pipelines.evaluation.smartscore as smartscore_module
+
+    tree = ast.parse(pathlib.Path(smartscore_module.__file__).read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert "pipelines.evaluation.metrics" not in imported
+    from pipelines.evaluation.metrics import measures
+
+    assert "exam_score" in measures()
