@@ -24,9 +24,12 @@ existing one, and compares what the pipeline did with what the site planted:
   pairs merged with the same answer, and with different answers the pairs quarantined as
   ``near duplicate with a conflicting answer`` or kept both; goals: copies merged >= 0.98,
   different pictures never merged nor quarantined. Alone (no --questions/--home) it skips the demo.
+  Each pair has its own text; ``--hard-case-block`` puts all pairs of a class under one text
+  (with N > 32 a block larger than dedup's small_block: candidates only by close hashes), and
+  counts questions of two different pairs put in one group (never right).
 
     .venv/bin/python bench/clean_quality.py --questions 3000 [--home DIR] [--seed 0] [--corpora]
-    .venv/bin/python bench/clean_quality.py --hard-cases 60 [--seed 0]
+    .venv/bin/python bench/clean_quality.py --hard-cases 60 [--seed 0] [--hard-case-block]
 """
 
 from __future__ import annotations
@@ -300,8 +303,9 @@ def split_figures(home: DataHome, config: SiteConfig) -> dict:
     }
 
 
-def hard_case_figures(pairs: int, seed: int) -> bool:
-    """Print the hard-case table (``--hard-cases``); True when every class meets its goal."""
+def hard_case_figures(pairs: int, seed: int, block: bool = False) -> bool:
+    """Print the hard-case table (``--hard-cases``); True when every class meets its goal.
+    ``block``: all pairs of a class under one text (``--hard-case-block``)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from support import hard_cases as hc
 
@@ -310,13 +314,16 @@ def hard_case_figures(pairs: int, seed: int) -> bool:
         hc.cases(kind, pairs, seed)
     made = time.perf_counter() - started
     started = time.perf_counter()
-    rows = hc.measure(hc.KINDS, n=pairs, seed=seed)
+    rows = hc.measure(hc.KINDS, n=pairs, seed=seed, block=block)
     measured = time.perf_counter() - started
     print(f"\nhard cases from the real figures of {hc.CORPORA} ({pairs} pairs per class, seed {seed}; "
           f"made in {made:.0f} s, ingest + dedup {measured:.0f} s)")
-    print("  same text and options; merged = same answers, one group; with different answers: conflict = "
-          f"'{hc.NEAR_CONFLICT}', kept = both kept apart")
-    print(f"  {'class':14} {'must':6} {'pairs':>5} {'merged':>6} {'rate':>6} {'goal':>7} {'conflict':>8} {'kept':>5}  verdict")
+    print("  same text and options in a pair" + (", ONE text for all pairs of a class (a block)" if block else
+                                                      ", each pair its own text")
+          + "; merged = same answers, one group; with different answers: conflict = "
+          f"'{hc.NEAR_CONFLICT}', kept = both kept apart" + ("; cross = questions of two pairs in one group" if block else ""))
+    print(f"  {'class':14} {'must':6} {'pairs':>5} {'merged':>6} {'rate':>6} {'goal':>7} {'conflict':>8} {'kept':>5}"
+          + (f" {'cross':>5}" if block else "") + "  verdict")
     ok = True
     for kind in hc.KINDS:
         row = rows[kind]
@@ -324,7 +331,8 @@ def hard_case_figures(pairs: int, seed: int) -> bool:
         verdict = "PASS" if row["met"] else "MISS"
         ok = ok and row["met"]
         print(f"  {kind:14} {'merge' if row['should_merge'] else 'never':6} {row['pairs']:>5} {row['merged']:>6} "
-              f"{row['rate']:>6.3f} {goal:>7} {row['conflicts']:>8} {row['both_kept']:>5}  {verdict}"
+              f"{row['rate']:>6.3f} {goal:>7} {row['conflicts']:>8} {row['both_kept']:>5}"
+              + (f" {row['cross']:>5}" if block else "") + f"  {verdict}"
               + (f"  ({row['lost']} questions lost before dedup)" if row["lost"] else ""))
     conflicts = sum(rows[k]["conflicts"] for k in hc.DIFFERENT)
     total = sum(rows[k]["pairs"] for k in hc.DIFFERENT)
@@ -346,9 +354,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpora", action="store_true", help="also build and measure the real corpora (bench/corpus_quality.py)")
     parser.add_argument("--hard-cases", type=int, nargs="?", const=60, metavar="N",
                         help="hard cases from real figures, N pairs per class (default 60); alone, without the demo")
+    parser.add_argument("--hard-case-block", action="store_true",
+                        help="with --hard-cases: all pairs of a class under one text (a block of 4N questions)")
     args = parser.parse_args(argv)
     if args.hard_cases is not None and args.questions is None and not args.home:
-        ok = hard_case_figures(args.hard_cases, args.seed)
+        ok = hard_case_figures(args.hard_cases, args.seed, args.hard_case_block)
         if args.corpora:
             from bench.corpus_quality import main as corpus_quality
 
@@ -385,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, value in split_figures(home, config).items():
         print(f"  {name:50} {value}")
     if args.hard_cases is not None:
-        ok = hard_case_figures(args.hard_cases, args.seed) and ok
+        ok = hard_case_figures(args.hard_cases, args.seed, args.hard_case_block) and ok
     if args.corpora:
         from bench.corpus_quality import main as corpus_quality
 
