@@ -493,6 +493,16 @@ def _sniff(body: bytes) -> str:
 
 
 class _Progress:
+    """The crawl's progress bar: the share of known URLs finished, which only moves forward.
+
+    Links found on the way add URLs (the total grows from a few thousand to over ten thousand
+    on the demo site), so a bar over URL counts would move backwards; this one shows the
+    highest share reached so far (per mille), the URL counts beside it, and 100% when the
+    crawl is complete.
+    """
+
+    SCALE = 1000
+
     def __init__(self, config: CrawlConfig, report: CrawlReport, frontier: Frontier):
         self.callback = config.progress if callable(config.progress) else None
         self.interval = config.progress_interval
@@ -503,24 +513,38 @@ class _Progress:
         if config.progress is True:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=frontier.remaining(), unit="url", file=sys.stderr, dynamic_ncols=True, desc="crawl")
+            self.bar = tqdm(
+                total=self.SCALE, file=sys.stderr, dynamic_ncols=True, desc="crawl",
+                bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}{postfix}]",
+            )
+
+    def advance(self, share: float) -> None:
+        """Move the bar to ``share`` (0..1) of the crawl, never back."""
+        target = min(self.SCALE, int(share * self.SCALE))
+        if self.bar is not None and target > self.bar.n:
+            self.bar.update(target - self.bar.n)
 
     def update(self, finished_now: int, force: bool = False) -> None:
-        if self.bar is not None:
-            self.bar.update(finished_now)
         now = time.monotonic()
         if not force and now - self._last < self.interval:
             return
         self._last = now
         if self.bar is not None:
-            self.bar.total = self.report.finished + self.frontier.remaining()
-            self.bar.set_postfix(stored=self.report.stored, failed=self.report.failed_total, refresh=False)
+            remaining = self.frontier.remaining()
+            finished = self.report.finished
+            self.advance(finished / (finished + remaining) if finished + remaining else 1.0)
+            self.bar.set_postfix_str(
+                f"urls={finished}/{finished + remaining}, stored={self.report.stored}, failed={self.report.failed_total}",
+                refresh=False,
+            )
             self.bar.refresh()
         if self.callback is not None:
             self.callback(self.report)
 
-    def close(self) -> None:
+    def close(self, complete: bool = False) -> None:
         if self.bar is not None:
+            if complete:
+                self.advance(1.0)
             self.bar.close()
 
 
@@ -600,6 +624,9 @@ def _crawl(config: CrawlConfig, store: RawStore, started: float) -> CrawlReport:
         report.requested += fetcher.take_extra_requests()
         report.elapsed = time.monotonic() - started
         progress.update(0, force=True)
+        if report.complete:
+            progress.close(complete=True)
+            progress = None
         return report
     except BaseException:
         # keep every finished result (they are valid); unfinished URLs are redone on resume
