@@ -236,6 +236,18 @@ def _as_metric_rows(values: pl.DataFrame, metric: str, group_by: str) -> pl.Data
     )
 
 
+def mover_interval(value: float, lows: Sequence[float], highs: Sequence[float], values: Sequence[float]) -> tuple[float, float]:
+    """The interval of a mean of independent estimates from their own intervals (MOVER,
+    Zou & Donner 2008): L = mean - sqrt(sum (v_s - l_s)^2) / S, U = mean + sqrt(sum (u_s - v_s)^2) / S.
+
+    Each estimate brings its interval's own asymmetry: a subject at 0/4 (Wilson [0, 49])
+    widens the upper side, and one subject's interval alone is returned unchanged."""
+    count = len(values)
+    below = sum((v - lo) ** 2 for v, lo in zip(values, lows)) ** 0.5 / count
+    above = sum((hi - v) ** 2 for v, hi in zip(values, highs)) ** 0.5 / count
+    return value - below, value + above
+
+
 def _macro_rows(
     subject_cells: pl.DataFrame,
     replicates: BootstrapResult | None,
@@ -246,25 +258,30 @@ def _macro_rows(
 ) -> pl.DataFrame:
     """Mean of the subject values per (model, split); subjects are independent strata.
 
-    ``subject_cells`` has value/n (percent) and, for the CLT, ``variance`` (of the fraction)
-    plus ``clusters``. With bootstrap replicates the interval is their stratified mean's
-    percentiles; otherwise Wilson form (proportions) or normal (means) with
-    V = sum_s V_s / S^2.
+    ``subject_cells`` has value/n and ci_low/ci_high (percent). With bootstrap replicates the
+    interval is their stratified mean's percentiles; otherwise MOVER over the subjects'
+    intervals (``mover_interval``), so that a subject whose interval is one-sided (all right,
+    all wrong, one skill) counts with its own width, never as certain. ``proportion`` is kept
+    for callers: both kinds combine the same way.
     """
+    del proportion
     # sorted input: the float sums then run in a fixed order (same bytes on every run)
+    ordered = subject_cells.sort(["model", "split", "group_value"])
     macro = (
-        subject_cells.sort(["model", "split", "group_value"])
-        .group_by(["model", "split"], maintain_order=True)
+        ordered.group_by(["model", "split"], maintain_order=True)
         .agg(
             (pl.col("value").mean() / PERCENT).alias("p"),
             pl.col("n").sum().alias("n"),
-            pl.col("clusters").sum().alias("clusters") if "clusters" in subject_cells.columns else pl.len().alias("clusters"),
-            (pl.col("variance").fill_null(0.0).sum() / pl.len().cast(pl.Float64) ** 2).alias("variance")
-            if "variance" in subject_cells.columns
-            else pl.lit(None, pl.Float64).alias("variance"),
+            pl.col("value").alias("values"),
+            (pl.col("ci_low") if "ci_low" in ordered.columns else pl.lit(None, pl.Float64)).alias("lows"),
+            (pl.col("ci_high") if "ci_high" in ordered.columns else pl.lit(None, pl.Float64)).alias("highs"),
         )
         .sort(["model", "split"])
     )
+    # a (model, split) with a subject whose resamples could not vary combines by MOVER
+    mover_only = set()
+    if "degenerate" in ordered.columns:
+        mover_only = set(ordered.filter(pl.col("degenerate")).select("model", "split").iter_rows())
     if replicates is not None and replicates.replicates is not None:
         low = np.full(macro.height, np.nan)
         high = np.full(macro.height, np.nan)
@@ -278,15 +295,16 @@ def _macro_rows(
             lo, hi = _percentile_interval(macro_rep[None, :])
             low[row], high[row] = lo[0], hi[0]
         macro = macro.with_columns(pl.Series("ci_low", low), pl.Series("ci_high", high))
-    elif with_interval and proportion:
-        lo, hi = wilson_interval(pl.col("p"), pl.col("variance"), pl.col("n").cast(pl.Float64), pl.col("clusters"))
-        macro = macro.with_columns(lo.alias("ci_low"), hi.alias("ci_high"))
+        if mover_only:
+            by_mover = _mover_columns(macro)
+            use_mover = [key in mover_only for key in macro.select("model", "split").iter_rows()]
+            macro = macro.with_columns(
+                pl.Series("ci_low", [m if u else b for m, b, u in zip(by_mover[0], macro["ci_low"], use_mover)], pl.Float64),
+                pl.Series("ci_high", [m if u else b for m, b, u in zip(by_mover[1], macro["ci_high"], use_mover)], pl.Float64),
+            )
     elif with_interval:
-        se = pl.col("variance").sqrt()
-        macro = macro.with_columns(
-            pl.when(pl.col("variance").is_not_null()).then(pl.max_horizontal(pl.col("p") - Z_95 * se, pl.lit(0.0))).alias("ci_low"),
-            pl.when(pl.col("variance").is_not_null()).then(pl.min_horizontal(pl.col("p") + Z_95 * se, pl.lit(1.0))).alias("ci_high"),
-        )
+        low, high = _mover_columns(macro)
+        macro = macro.with_columns(pl.Series("ci_low", low, pl.Float64), pl.Series("ci_high", high, pl.Float64))
     else:
         macro = macro.with_columns(ci_low=pl.lit(None, pl.Float64), ci_high=pl.lit(None, pl.Float64))
     macro = macro.with_columns(
@@ -296,6 +314,21 @@ def _macro_rows(
         pl.col("ci_high") * PERCENT,
     )
     return _as_metric_rows(macro, metric, "macro")
+
+
+def _mover_columns(macro: pl.DataFrame) -> tuple[list[float | None], list[float | None]]:
+    """MOVER bounds (fractions) per macro row from its subjects' percent intervals."""
+    low: list[float | None] = []
+    high: list[float | None] = []
+    for p, values, lows, highs in macro.select("p", "values", "lows", "highs").iter_rows():
+        if any(v is None for v in [*lows, *highs]):
+            low.append(None)
+            high.append(None)
+            continue
+        lo, hi = mover_interval(p * PERCENT, lows, highs, values)
+        low.append(lo / PERCENT)
+        high.append(hi / PERCENT)
+    return low, high
 
 
 def _concat_metric_rows(parts: Sequence[pl.DataFrame]) -> pl.DataFrame:

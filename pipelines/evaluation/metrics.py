@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import polars as pl
@@ -88,6 +88,7 @@ from pipelines.evaluation.metric_rows import (  # noqa: F401  (re-exported: the 
     _concat_metric_rows,
     _macro_rows,
     _percentile_interval,
+    mover_interval,
 )
 
 
@@ -400,6 +401,14 @@ def ratio_rows(
                 if keep:
                     subject_replicates[measure.metric] = result
                 cells = cells.join(result.cells.drop("group_by"), on=["model", "split", "group_value"], how="left")
+                # a cell whose resamples cannot vary (all right, all wrong, one cluster) keeps Wilson's width
+                low, high = wilson_interval(pl.col("p"), pl.col("variance"), pl.col("n_questions"), pl.col("clusters"))
+                degenerate = pl.col("ci_low").is_null() | (pl.col("ci_low") >= pl.col("ci_high"))
+                cells = cells.with_columns(
+                    degenerate.alias("degenerate"),
+                    pl.when(degenerate).then(low).otherwise(pl.col("ci_low")).alias("ci_low"),
+                    pl.when(degenerate).then(high).otherwise(pl.col("ci_high")).alias("ci_high"),
+                )
             elif measure.interval:
                 low, high = wilson_interval(pl.col("p"), pl.col("variance"), pl.col("n_questions"), pl.col("clusters"))
                 cells = cells.with_columns(low.alias("ci_low"), high.alias("ci_high"))
@@ -691,20 +700,28 @@ def paired_comparison(
         .agg(pl.col("num").sum(), pl.len().cast(pl.Float64).alias("den"))
     )
     moments = _cell_moments(per_cluster, ["cell"]).row(0, named=True)
-    se = None if moments["variance"] is None else math.sqrt(moments["variance"]) * PERCENT
+    exact_low, exact_high = mcnemar_difference_interval(a_only, b_only, n)
+    replicates = None
     if bootstrap > 0:
         result = bootstrap_ratio(
-            per_cluster, ["cell"], [], bootstrap=bootstrap, seed=stream_seed(seed, "paired", model_a, model_b, split)
+            per_cluster, ["cell"], [], bootstrap=bootstrap, seed=stream_seed(seed, "paired", model_a, model_b, split),
+            keep_replicates=True,
         )
         ci_low = float(result.cells["ci_low"][0]) * PERCENT
         ci_high = float(result.cells["ci_high"][0]) * PERCENT
+        replicates = result.replicates[0] * PERCENT
+        if not ci_low < ci_high:  # resamples that cannot vary (no discordant pair)
+            ci_low, ci_high = exact_low, exact_high
+            replicates = None
     else:
-        if moments["variance"] is None:
-            ci_low = ci_high = None
-        else:
+        # the wider of the cluster-robust normal interval and the exact one: never narrower than
+        # the data allow, and excluding 0 only where McNemar's exact test rejects
+        ci_low, ci_high = exact_low, exact_high
+        if moments["variance"] is not None:
             half = Z_95 * math.sqrt(moments["variance"])
-            ci_low = max(-1.0, moments["p"] - half) * PERCENT
-            ci_high = min(1.0, moments["p"] + half) * PERCENT
+            ci_low = min(ci_low, max(-1.0, moments["p"] - half) * PERCENT)
+            ci_high = max(ci_high, min(1.0, moments["p"] + half) * PERCENT)
+    se = (ci_high - ci_low) / (2.0 * Z_95)
     return {
         "model_a": model_a,
         "model_b": model_b,
@@ -721,6 +738,8 @@ def paired_comparison(
         "b_only": b_only,
         "both_wrong": both_wrong,
         "mcnemar_p": mcnemar_exact_p(a_only, b_only),
+        "significant": not (ci_low <= 0.0 <= ci_high),
+        "replicates": replicates,
     }
 
 
@@ -752,23 +771,77 @@ def compare_models(
         for subject in subjects
     }
     differences = [r["difference"] for r in per_subject.values()]
-    errors = [r["se"] for r in per_subject.values()]
     macro_difference = float(np.mean(differences))
-    if any(e is None for e in errors):
-        macro_low = macro_high = None
+    replicates = [r["replicates"] for r in per_subject.values()]
+    if bootstrap > 0 and all(r is not None for r in replicates):
+        # subjects are independent strata: each replicate is the mean of the subjects' replicates
+        macro_low, macro_high = (float(v) for v in np.percentile(np.mean(replicates, axis=0), [2.5, 97.5]))
+        interval = "stratified paired bootstrap"
     else:
-        half = Z_95 * math.sqrt(sum(e * e for e in errors)) / len(errors)
-        macro_low = max(-PERCENT, macro_difference - half)
-        macro_high = min(PERCENT, macro_difference + half)
+        macro_low, macro_high = mover_interval(
+            macro_difference, [r["ci_low"] for r in per_subject.values()], [r["ci_high"] for r in per_subject.values()], differences
+        )
+        interval = "MOVER over the subjects' intervals"
+    macro_low = max(-PERCENT, macro_low)
+    macro_high = min(PERCENT, macro_high)
+    for result in (micro, *per_subject.values()):
+        result.pop("replicates", None)
     macro = {
         "difference": macro_difference,
         "ci_low": macro_low,
         "ci_high": macro_high,
         "subjects": len(subjects),
+        "significant": not (macro_low <= 0.0 <= macro_high),
+        "interval": interval,
         "accuracy_a": float(np.mean([r["accuracy_a"] for r in per_subject.values()])),
         "accuracy_b": float(np.mean([r["accuracy_b"] for r in per_subject.values()])),
     }
     return {"model_a": model_a, "model_b": model_b, "split": split, "macro": macro, "micro": micro, "subjects": per_subject}
+
+
+def _clopper_pearson(successes: int, trials: int) -> tuple[float, float]:
+    """Exact 95% interval of a binomial proportion (fractions), by bisection on the binomial tails."""
+    tail = (1.0 - CONFIDENCE_LEVEL) / 2.0
+    log_factorial = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, trials + 1, dtype=np.float64)))])
+
+    def cdf(k: int, p: float) -> float:  # P(X <= k), X ~ Bin(trials, p), 0 < p < 1
+        if k < 0:
+            return 0.0
+        i = np.arange(k + 1)
+        log_terms = log_factorial[trials] - log_factorial[i] - log_factorial[trials - i] + i * math.log(p) + (trials - i) * math.log1p(-p)
+        top = log_terms.max()
+        return min(1.0, math.exp(top) * float(np.sum(np.exp(log_terms - top))))
+
+    def solve(too_low: Callable[[float], bool]) -> float:
+        low, high = 0.0, 1.0
+        for _ in range(60):
+            middle = (low + high) / 2.0
+            low, high = (middle, high) if too_low(middle) else (low, middle)
+        return (low + high) / 2.0
+
+    lower = 0.0 if successes == 0 else solve(lambda p: 1.0 - cdf(successes - 1, p) < tail)
+    upper = 1.0 if successes == trials else solve(lambda p: cdf(successes, p) > tail)
+    return lower, upper
+
+
+def mcnemar_difference_interval(a_only: int, b_only: int, n: int) -> tuple[float, float]:
+    """95% interval (percentage points) of a paired accuracy difference, consistent with the
+    exact McNemar test.
+
+    The difference is q (2 pi - 1), with q the share of discordant questions and pi the share of
+    them that ``a`` alone gets right. Exact (Clopper-Pearson) intervals of q and pi bound it:
+    it excludes 0 exactly when pi's interval excludes 1/2, which is when the exact two-sided
+    McNemar p-value is below 0.05; with no discordant pair, q's upper bound keeps it open.
+    """
+    discordant = a_only + b_only
+    q_low, q_high = _clopper_pearson(discordant, n)
+    if discordant == 0:
+        pi_low, pi_high = 0.0, 1.0
+    else:
+        pi_low, pi_high = _clopper_pearson(a_only, discordant)
+    lower = min(q_low * (2 * pi_low - 1), q_high * (2 * pi_low - 1))
+    upper = max(q_low * (2 * pi_high - 1), q_high * (2 * pi_high - 1))
+    return lower * PERCENT, upper * PERCENT
 
 
 def mcnemar_exact_p(a_only: int, b_only: int) -> float:

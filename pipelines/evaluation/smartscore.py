@@ -24,11 +24,14 @@ number here is OUR ASSUMPTION, kept in ``SmartScoreRules`` (printed in the repor
   40 maths and 30 science skills; engineering and technology all), the same for every model.
 
 Aggregates (metric ``exam_score`` in the ``metrics`` schema, values in SmartScore points):
-``skill`` (group value ``<grade>/<skill>``, n = the model's questions in the skill, no
-interval), ``subject`` and ``grade`` (mean over scored skills, n = skills scored; accuracy
-subjects: n = questions; 95% interval over skills (questions):
-normal, mean +- 1.96 sd/sqrt(skills), or a bootstrap resampling skills when
-``bootstrap > 0``), ``macro`` (mean over subjects; subjects as independent strata).
+``skill`` (group value ``<grade>/<skill>``, n = the model's questions in the skill; 95%
+interval: the simulation's own noise, mean over sessions +- 1.96 sd/sqrt(sessions), or Wilson
+for accuracy-scored skills), ``subject`` and ``grade`` (mean over scored skills, n = skills
+scored; accuracy subjects: the mean over questions, n = questions, Wilson interval; otherwise a
+normal interval of variance (between-skill variance + mean simulation noise) / skills, the
+spread of one session standing in for the first with a single skill; a bootstrap resampling
+skills when ``bootstrap > 0``, except where resamples cannot vary), ``macro`` (mean over
+subjects, MOVER over their intervals).
 Questions a model has no row for are skipped in its sessions.
 """
 
@@ -55,6 +58,7 @@ from pipelines.evaluation.metric_rows import (
     skill_key_expr,
     sort_metrics,
     stream_seed,
+    wilson_interval,
     _change_ids,
     _concat_metric_rows,
     _macro_rows,
@@ -331,13 +335,17 @@ def exam_scores(
         answer_of_question[mine["question_index"].to_numpy()] = mine["correct"].to_numpy().astype(np.int8)
         answers = answer_of_question[np.where(index >= 0, index, n_questions)]
         final, _answered = simulate_sessions(answers, rules)
-        per_exam = final.reshape(-1, sessions).mean(axis=1) if len(final) else np.zeros(0)
+        finals = final.reshape(-1, sessions).astype(np.float64) if len(final) else np.zeros((0, sessions))
+        per_exam = finals.mean(axis=1)
+        session_sd = finals.std(axis=1, ddof=1) if sessions > 1 else np.zeros(len(per_exam))
         stats = (
             mine.group_by(["split", "skill_key"])
             .agg(pl.len().alias("n"), (pl.col("correct").mean() * PERCENT).alias("accuracy"))
         )
         rows = (
-            exams.with_columns(pl.Series("simulated", per_exam, dtype=pl.Float64))
+            exams.with_columns(
+                pl.Series("simulated", per_exam, dtype=pl.Float64), pl.Series("session_sd", session_sd, dtype=pl.Float64)
+            )
             .join(stats, on=["split", "skill_key"], how="inner")
             .join(chosen, on=["split", "skill_key"], how="semi")
             .with_columns(
@@ -345,13 +353,14 @@ def exam_scores(
                 .then(pl.col("accuracy"))
                 .otherwise(pl.col("simulated"))
                 .alias("value"),
+                pl.col("subject").is_in(list(rules.accuracy_subjects)).alias("by_accuracy"),
                 pl.lit(model).alias("model"),
             )
         )
         skill_rows.append(rows)
         accuracy_units.append(
             mine.filter(pl.col("subject").is_in(list(rules.accuracy_subjects))).select(
-                pl.lit(model).alias("model"), "split", "subject", "question_id", pl.col("correct").cast(pl.Float64)
+                pl.lit(model).alias("model"), "split", "subject", "grade_key", "question_id", pl.col("correct").cast(pl.Float64)
             )
         )
     skills = pl.concat(skill_rows, how="vertical") if skill_rows else pl.DataFrame()
@@ -366,11 +375,24 @@ def _aggregate(
 ) -> pl.DataFrame:
     """Skill rows plus means over skills per subject and grade and the macro over subjects.
 
-    A subject in ``rules.accuracy_subjects`` averages its questions (``accuracy_units``)
-    instead of its skills, so its value is the subject accuracy.
+    A skill scored by simulation gets the simulation's own noise as its interval (mean over
+    sessions +- 1.96 sd/sqrt(sessions)); a skill scored by accuracy its Wilson interval. A
+    subject or grade of accuracy subjects (technology) averages its questions, not its skills
+    (its value is the subject accuracy, the same for the subject and its grade), with a Wilson
+    interval. A subject or grade of simulated skills averages its skills with a normal interval
+    of variance (between-skill variance + mean simulation noise) / skills; with one skill, the
+    spread of a single session stands in for the between-skill variance (never [0, 100]).
+    ``bootstrap`` > 0 resamples the units instead, except where the resamples cannot vary.
     """
     # a fixed row order: the float means below then sum in the same order on every run
     skills = skills.sort(["model", "split", "skill_key"])
+    sessions = float(rules.sessions)
+    skill_p = pl.col("value") / PERCENT
+    skill_noise = (pl.col("session_sd") / PERCENT) ** 2 / sessions
+    noise_half = Z_95 * skill_noise.sqrt() * PERCENT
+    accuracy_low, accuracy_high = wilson_interval(
+        skill_p, skill_p * (1.0 - skill_p) / pl.col("n"), pl.col("n").cast(pl.Float64), pl.col("n")
+    )
     parts = [
         skills.select(
             "model",
@@ -380,68 +402,87 @@ def _aggregate(
             pl.col("skill_key").alias("group_value"),
             "value",
             pl.col("n").cast(pl.Int64),
-            pl.lit(None, pl.Float64).alias("ci_low"),
-            pl.lit(None, pl.Float64).alias("ci_high"),
+            pl.when(pl.col("by_accuracy")).then(accuracy_low * PERCENT)
+            .otherwise(pl.max_horizontal(pl.col("value") - noise_half, pl.lit(0.0))).alias("ci_low"),
+            pl.when(pl.col("by_accuracy")).then(accuracy_high * PERCENT)
+            .otherwise(pl.min_horizontal(pl.col("value") + noise_half, pl.lit(PERCENT))).alias("ci_high"),
         )
     ]
     subject_values = None
     subject_result = None
     for column, group_by in (("subject", "subject"), ("grade_key", "grade")):
-        per_skill = skills.select(
-            "model",
-            "split",
-            pl.lit(group_by).alias("group_by"),
-            pl.col(column).alias("group_value"),
-            pl.col("skill_key").alias("cluster"),
-            (pl.col("value") / PERCENT).alias("num"),
-            pl.lit(1.0).alias("den"),
-        )
-        if column == "subject":
-            per_skill = pl.concat(
-                [
-                    per_skill.filter(~pl.col("group_value").is_in(list(rules.accuracy_subjects))),
-                    accuracy_units.select(
-                        "model",
-                        "split",
-                        pl.lit(group_by).alias("group_by"),
-                        pl.col("subject").alias("group_value"),
-                        pl.col("question_id").alias("cluster"),
-                        pl.col("correct").alias("num"),
-                        pl.lit(1.0).alias("den"),
-                    ),
-                ],
-                how="vertical",
-            ).sort(["model", "split", "group_value", "cluster"])
+        units = pl.concat(
+            [
+                skills.filter(~pl.col("by_accuracy")).select(
+                    "model",
+                    "split",
+                    pl.lit(group_by).alias("group_by"),
+                    pl.col(column).alias("group_value"),
+                    pl.col("skill_key").alias("cluster"),
+                    skill_p.alias("num"),
+                    pl.lit(1.0).alias("den"),
+                    skill_noise.alias("noise"),
+                    ((pl.col("session_sd") / PERCENT) ** 2).alias("single_session"),
+                    pl.lit(False).alias("question"),
+                ),
+                accuracy_units.select(
+                    "model",
+                    "split",
+                    pl.lit(group_by).alias("group_by"),
+                    pl.col(column).alias("group_value"),
+                    pl.col("question_id").alias("cluster"),
+                    pl.col("correct").alias("num"),
+                    pl.lit(1.0).alias("den"),
+                    pl.lit(0.0).alias("noise"),
+                    pl.lit(0.0).alias("single_session"),
+                    pl.lit(True).alias("question"),
+                ),
+            ],
+            how="vertical",
+        ).sort(["model", "split", "group_value", "cluster"])
         values = (
-            per_skill.group_by(["model", "split", "group_value"], maintain_order=True)
+            units.group_by(["model", "split", "group_value"], maintain_order=True)
             .agg(
                 (pl.col("num").mean() * PERCENT).alias("value"),
                 pl.len().cast(pl.Int64).alias("n"),
-                pl.len().alias("clusters"),
-                (pl.col("num").var(ddof=1) / pl.len()).alias("variance"),
+                pl.col("question").all().alias("questions_only"),
+                pl.col("num").var(ddof=1).alias("between"),
+                pl.col("noise").mean().alias("noise"),
+                pl.col("single_session").mean().alias("single_session"),
             )
             .sort(["model", "split", "group_value"])
         )
+        p = pl.col("value") / PERCENT
+        count = pl.col("n").cast(pl.Float64)
+        variance = (pl.coalesce(pl.col("between"), pl.col("single_session")) + pl.col("noise")) / count
+        half = Z_95 * variance.sqrt() * PERCENT
+        wilson_low, wilson_high = wilson_interval(p, p * (1.0 - p) / count, count, pl.col("n"))
+        values = values.with_columns(
+            pl.when(pl.col("questions_only")).then(wilson_low * PERCENT)
+            .otherwise(pl.max_horizontal(pl.col("value") - half, pl.lit(0.0))).alias("ci_low"),
+            pl.when(pl.col("questions_only")).then(wilson_high * PERCENT)
+            .otherwise(pl.min_horizontal(pl.col("value") + half, pl.lit(PERCENT))).alias("ci_high"),
+        )
         if bootstrap > 0:
             result = bootstrap_ratio(
-                per_skill,
+                units,
                 ["model", "split", "group_by", "group_value"],
                 ["model", "split", "group_by"],
                 bootstrap=bootstrap,
                 seed=seed,
                 keep_replicates=column == "subject",
             )
-            values = values.join(result.cells.drop("group_by"), on=["model", "split", "group_value"], how="left").with_columns(
-                pl.col("ci_low") * PERCENT, pl.col("ci_high") * PERCENT
+            resampled = result.cells.drop("group_by").select(
+                "model", "split", "group_value", (pl.col("ci_low") * PERCENT).alias("boot_low"), (pl.col("ci_high") * PERCENT).alias("boot_high")
+            )
+            degenerate = pl.col("boot_low").is_null() | (pl.col("boot_low") >= pl.col("boot_high"))
+            values = values.join(resampled, on=["model", "split", "group_value"], how="left").with_columns(
+                degenerate.alias("degenerate"),
+                pl.when(degenerate).then(pl.col("ci_low")).otherwise(pl.col("boot_low")).alias("ci_low"),
+                pl.when(degenerate).then(pl.col("ci_high")).otherwise(pl.col("boot_high")).alias("ci_high"),
             )
             if column == "subject":
                 subject_result = result
-        else:
-            half = Z_95 * pl.col("variance").sqrt() * PERCENT
-            values = values.with_columns(
-                pl.max_horizontal(pl.col("value") - half, pl.lit(0.0)).alias("ci_low"),
-                pl.min_horizontal(pl.col("value") + half, pl.lit(PERCENT)).alias("ci_high"),
-            )
         if column == "subject":
             subject_values = values
         parts.append(
@@ -457,7 +498,7 @@ def _aggregate(
                 "ci_high",
             )
         )
-    # the macro's n is the number of skills
+    # the macro's n is the number of units (skills; questions for accuracy subjects)
     parts.append(_macro_rows(subject_values, subject_result, "exam_score", proportion=False))
     return _concat_metric_rows([p.select(METRIC_COLUMNS) for p in parts])
 

@@ -589,8 +589,9 @@ def _comparison_section(comparisons: Sequence[Mapping[str, Any]] | None, metrics
     parts.append(
         f'<p class="note">Difference in accuracy, percentage points, against <b>{escape(first["model_b"])}</b> '
         f'(the floor baseline with the highest macro accuracy) on the <b>{escape(first["split"])}</b> split. '
-        "Macro: mean of the per-subject paired differences, 95% normal interval with subjects as independent "
-        "strata; micro and per subject: 95% cluster-robust paired intervals and McNemar's exact test. "
+        "Macro: mean of the per-subject paired differences, its 95% interval combining the subjects' intervals "
+        "(MOVER; subjects as independent strata); micro and per subject: the wider of the cluster-robust paired "
+        "interval and the exact interval that excludes 0 only where McNemar's exact test rejects (p &lt; 0.05). "
         "The same table comes from <code>stemforge compare A B</code>.</p>"
     )
     subjects = sorted({s for c in comparisons for s in c["subjects"]})
@@ -616,11 +617,19 @@ def _comparison_section(comparisons: Sequence[Mapping[str, Any]] | None, metrics
 
 
 def _interval_method(bootstrap: int) -> str:
+    exam = (
+        "exam scores: per skill, the simulation's own noise over its sessions; per subject, a normal interval "
+        "over skills adding that noise (one skill: the spread of one session), Wilson over questions for "
+        "subjects scored by accuracy (technology); macros combine the subjects' intervals (MOVER)"
+    )
     if bootstrap > 0:
-        return f"95% intervals from a clustered bootstrap ({bootstrap} replicates)"
+        return (
+            f"95% intervals from a clustered bootstrap ({bootstrap} replicates); a cell whose resamples cannot "
+            f"vary (all right or all wrong) keeps its Wilson interval; {exam}"
+        )
     return (
-        "95% Wilson intervals on a cluster-robust effective n (questions sharing an image form a cluster; "
-        "exam scores: normal intervals over skills)"
+        "95% Wilson intervals on a cluster-robust effective n (questions sharing an image form a cluster); "
+        + exam
     )
 
 

@@ -119,6 +119,9 @@ def test_report_is_deterministic_and_written_atomically(report_inputs, report_ht
 def test_report_names_the_interval_method_and_the_exam_rules(report_inputs, report_html):
     assert "clustered-bootstrap" not in report_html
     assert "Wilson intervals on a cluster-robust effective n" in report_html
+    # the exam-score label is true for every subject: technology is scored by accuracy (Wilson over questions)
+    assert "normal intervals over skills)" not in report_html
+    assert "Wilson over questions for subjects scored by accuracy (technology)" in report_html
     boot = render_report(**{**report_inputs, "run_info": {**report_inputs["run_info"], "bootstrap": 500}})
     assert "clustered bootstrap (500 replicates)" in boot
     assert "fewer than 5 questions" in report_html and "skills scored: all eligible skills" in report_html
