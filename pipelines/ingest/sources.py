@@ -12,6 +12,10 @@ file source is one module there::
 
 The web kinds (``demo`` and ``http://``) are crawled, then parsed by ``pipelines.ingest.stage``;
 they are declared here.
+
+``SourceSpec`` (a parsed ``--source``) is defined here too, beside the kinds it names;
+``pipelines.ingest.spec`` parses the text into one. The dependency is one way: ``spec``
+imports this module, never the reverse.
 """
 
 from __future__ import annotations
@@ -19,22 +23,42 @@ from __future__ import annotations
 import itertools
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
 if TYPE_CHECKING:
     from pipelines.store.images import ImageStore
     from pipelines.store.records import Record
-    from pipelines.ingest.spec import SourceSpec
 
 from pipelines.plugins import import_package_modules
+from pipelines.store.home import stable_file_stem
 
 MAX_WATCHED_FILES = 200_000
 IMPORTERS_PACKAGE = "pipelines.ingest.importers"
 
 Reader = Callable[["SourceSpec", "ImageStore"], Iterator["Record"]]
 Watch = Callable[["SourceSpec", Path], "list[Path] | None"]
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """A ``--source`` as parsed by ``pipelines.ingest.spec.parse_source_spec``."""
+
+    text: str  # exactly as the user wrote it; recorded as each record's ``source``
+    kind: str
+    location: str  # base URL for http, a path for file importers, "" for demo
+    options: dict[str, str] = field(default_factory=dict)  # the mapping (jsonl, json, python)
+
+    @property
+    def slug(self) -> str:
+        """A file-system-safe, stable name for this source's folders and partitions."""
+        return stable_file_stem(self.text)
+
+    @property
+    def is_web(self) -> bool:
+        kind = source_kind(self.kind)
+        return kind is not None and kind.web
 
 
 class SourceLocationError(ValueError):

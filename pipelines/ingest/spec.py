@@ -4,39 +4,23 @@
 ``jsonl:PATH[?mapping]`` | ``json:PATH[?mapping]`` | ``python:MODULE:FUNCTION[?query]``.
 ``parse_source_spec`` turns the text into a ``SourceSpec`` or raises ``SourceSpecError`` with
 a one-line reason. The kinds and how each checks its location are declared in
-``pipelines.ingest.sources``. For ``python:`` the location is ``MODULE:FUNCTION`` (a ``.py``
-path made absolute); the others' is the resolved path.
+``pipelines.ingest.sources``, and so is ``SourceSpec`` (imported here for the callers that
+name it from this module): this module imports that one, never the reverse. For ``python:``
+the location is ``MODULE:FUNCTION`` (a ``.py`` path made absolute); the others' is the
+resolved path.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit
 
-from pipelines.store.home import stable_file_stem
-from pipelines.ingest.sources import SourceLocationError, expected_sources, source_kind
+from pipelines.ingest.sources import SourceLocationError, SourceSpec, expected_sources, source_kind
+
+__all__ = ["SourceSpec", "SourceSpecError", "parse_source_spec"]
 
 
 class SourceSpecError(ValueError):
     """A source specification that cannot be used; the message is one line."""
-
-
-@dataclass(frozen=True)
-class SourceSpec:
-    text: str  # exactly as the user wrote it; recorded as each record's ``source``
-    kind: str
-    location: str  # base URL for http, a path for file importers, "" for demo
-    options: dict[str, str] = field(default_factory=dict)  # the mapping (jsonl, json, python)
-
-    @property
-    def slug(self) -> str:
-        """A file-system-safe, stable name for this source's folders and partitions."""
-        return stable_file_stem(self.text)
-
-    @property
-    def is_web(self) -> bool:
-        kind = source_kind(self.kind)
-        return kind is not None and kind.web
 
 
 def parse_source_spec(text: str) -> SourceSpec:
