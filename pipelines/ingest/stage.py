@@ -256,14 +256,18 @@ def source_problem(spec: SourceSpec, outcome: SourceOutcome) -> str | None:
     records = outcome.questions + reasons.height
     if records == 0:
         return f"source {spec.text}: no records"
-    if unused.height:
-        fields = unused["detail"].to_list()
-        named = f"mapped field {fields[0]} is" if len(fields) == 1 else f"mapped fields {', '.join(fields)} are"
-        return f"source {spec.text}: {named} in none of its {records:,} records"
+    commonest = ""
     if outcome.questions == 0:
         counts = reasons.group_by("reason").len().sort(["len", "reason"], descending=[True, False])
         reason, n = counts.row(0)
-        return f"source {spec.text}: 0 of {records:,} records usable; commonest reason: {reason} ({n:,})"
+        commonest = f"commonest reason: {reason} ({n:,})"
+    if unused.height:
+        fields = unused["detail"].to_list()
+        named = f"mapped field {fields[0]} is" if len(fields) == 1 else f"mapped fields {', '.join(fields)} are"
+        # nothing usable: the reason may be the file's (a layout it cannot read), not the field
+        return f"source {spec.text}: {named} in none of its {records:,} records" + (f"; {commonest}" if commonest else "")
+    if commonest:
+        return f"source {spec.text}: 0 of {records:,} records usable; {commonest}"
     return None
 
 

@@ -311,16 +311,17 @@ def test_image_paths_without_suffix_lists_and_placeholders(tmp_path, store):
         q("Empty list", image=[]),
     ]
     questions, quarantined = read(f"json:{write_json(tmp_path / 'q.json', rows)}", store)
+    # one mapped picture: a placeholder's number proves nothing (the picture may hold both panels)
     assert [(x.source_key, x.problem, x.problem_image) for x in questions] == [
         ("q.json#0", "What is this?", store.put(jpeg()).image_hash),
         ("q.json#3", "One in a list", store.put(jpeg()).image_hash),
+        ("q.json#5", "Refers to", store.put(jpeg()).image_hash),
         ("q.json#6", "Empty list", None),
     ]
     assert [(e.source_key, e.reason, e.detail) for e in quarantined] == [
         ("q.json#1", "image path without suffix is ambiguous", "Math/2: 2.png, 2.jpg"),
         ("q.json#2", "image file not found", "Math/3"),
         ("q.json#4", "several images", "2 images"),
-        ("q.json#5", "placeholder names an image the question does not have", "<image 2>"),
     ]
 
 
@@ -367,7 +368,8 @@ def test_sources_that_land_nothing_usable_name_the_commonest_reason(tmp_path):
         f"source jsonl:{data}: 0 of 4 records usable; commonest reason: image file not found (3)"
     )
     assert problem(f"jsonl:{data}?skill=Topic") == (
-        f"source jsonl:{data}?skill=Topic: mapped field skill=Topic is in none of its 4 records"
+        f"source jsonl:{data}?skill=Topic: mapped field skill=Topic is in none of its 4 records; "
+        "commonest reason: missing skill (3)"  # nothing usable: what else went wrong
     )
     assert problem(f"python:{SOURCES_MODULE}:nothing") == f"source python:{SOURCES_MODULE}:nothing: no records"
     assert problem(f"python:{SOURCES_MODULE}:drawn") is None

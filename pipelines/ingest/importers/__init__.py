@@ -6,7 +6,8 @@
 - ``stem-parquet:PATH``: the public STEM release (``stem_parquet``);
 - ``scienceqa:PATH``: ScienceQA's ``problems.json`` and its images (``scienceqa``);
 - ``jsonl:PATH[?mapping]``: one question per line with a field mapping (``jsonl``);
-- ``json:PATH[?mapping]``: JSON files, an array or an object of arrays (``json_file``);
+- ``json:PATH[?mapping]``: JSON files, an array, an object of arrays or an object of records
+  keyed by id (``json_file``);
 - ``python:MODULE:FUNCTION[?query]``: records yielded by a function (``python_source``).
 
 The last three share the mapping and the row conversion of ``rows``. Records carry

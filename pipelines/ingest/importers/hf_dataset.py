@@ -32,8 +32,10 @@ split. Besides:
   ``image_1``, ``image_2``, ... (MMMU) are the question's pictures, numbered as in the
   placeholders ``<image 1>``. Options that are only a placeholder (``['<image 2>', '<image 3>']``)
   are option pictures; the pictures left are the question's figure. Placeholders in the texts are
-  removed (the figure is shown with the question); one naming a picture the row lacks, or an
-  option's picture from the question text, quarantines the row. A question left with several
+  removed (the figure is shown with the question). In a dataset with numbered picture columns
+  (whether or not ``image`` is mapped) a placeholder names a column, so one naming a picture the
+  row lacks, or an option's picture from the question text, quarantines the row; without them
+  the numbers are not checked (one picture often holds the panels ``<image1>`` and ``<image2>``). A question left with several
   figures is quarantined as ``several images`` unless ``image_options`` says how they are options.
 - ``ClassLabel`` columns are read as their label names.
 - MMMU's columns (``id``, ``question``, ``options``, ``answer``, ``image_1``, ``subfield``, no
@@ -194,7 +196,8 @@ def iter_hf_records(spec: SourceSpec, images: ImageStore) -> Iterator[Record]:
     numbered: list[tuple[int, str]] = []
     if "image" not in options and not {"image", "image_path"} & columns:
         numbered = sorted((int(m.group(1)), name) for name in columns if (m := _NUMBERED_IMAGE.match(name)))
-    reader = _RowReader(mapping, options, numbered)
+    # placeholder numbers name pictures only where the pictures are numbered columns
+    reader = _RowReader(mapping, options, numbered, check_numbers=any(_NUMBERED_IMAGE.match(c) for c in columns))
     root = image_folder(mapping, dataset_folder(spec.location))
     return _iter_files(spec.text, Path(spec.location).name, files, reader, root, images)
 
@@ -328,9 +331,11 @@ class _RowReader:
     """Resolves the pictures, options and placeholders of a row, then hands it to ``rows.py``
     with those fields under names of its own."""
 
-    def __init__(self, mapping: RowMapping, options: dict[str, str], numbered: list[tuple[int, str]]):
+    def __init__(self, mapping: RowMapping, options: dict[str, str], numbered: list[tuple[int, str]],
+                 check_numbers: bool = True):
         self.mapping = mapping
         self.numbered = numbered
+        self.check_numbers = check_numbers
         own = {**{k: v for k, v in options.items() if k not in _OWN}, **_OWN}
         if mapping.options_in_text:
             own.pop("choices")
@@ -371,9 +376,10 @@ class _RowReader:
         option_pictures = set(pictures) - set(figure_numbers)
         problem = get(row, "problem", meta)
         if isinstance(problem, str):
-            problem = _renumber(problem, renumber, option_pictures)
+            problem = _renumber(problem, renumber, option_pictures, self.check_numbers)
         if isinstance(choices, list):
-            choices = [_renumber(c, renumber, option_pictures) if isinstance(c, str) else c for c in choices]
+            choices = [_renumber(c, renumber, option_pictures, self.check_numbers) if isinstance(c, str) else c
+                       for c in choices]
         if isinstance(choice_images, list):
             choice_images = [_picture(p) for p in choice_images]
         split = get(row, "split", meta)
@@ -399,12 +405,14 @@ def _option_list(value: Any) -> Any:
     return value
 
 
-def _renumber(text: str, renumber: dict[int, int], option_pictures: set[int]) -> str:
+def _renumber(text: str, renumber: dict[int, int], option_pictures: set[int], check: bool = True) -> str:
     def replace(match: re.Match) -> str:
         number = int(match.group(1))
         if number in option_pictures:
             raise RecordProblem("text names an option's picture", match.group(0))
         if number not in renumber:
+            if not check:
+                return match.group(0)  # removed with the others by rows.py
             raise RecordProblem("placeholder names an image the question does not have", match.group(0))
         return f"<image {renumber[number]}>"
 

@@ -1,19 +1,29 @@
 """Importer for JSON files holding many questions: ``json:PATH[?mapping]``.
 
 PATH is a ``.json`` file or a folder, whose ``*.json`` files (not its subfolders) are read
-in name order. A file is an array of records, or an object of arrays: every value of the
-object that is an array holds records, and its key is the pseudo-field ``_key`` (SceMQA's
-``{"Math": [...], "Physics": [...]}`` maps ``subject=_key``); other values (``"keywords":
-"..."``) are ignored. ``records=KEY`` reads only the array at KEY (a dotted name reaches into
-nested objects: GAOKAO-MM's ``{"keywords": ..., "example": [...]}`` is ``records=example``).
+in name order. A file is one of:
+
+- an array of records;
+- an object of arrays: every value of the object that is an array holds records, and its key
+  is the pseudo-field ``_key`` (SceMQA's ``{"Math": [...], "Physics": [...]}`` maps
+  ``subject=_key``); other values (``"keywords": "..."``) are ignored;
+- an object of records keyed by id (``{"v1_0": {...}, "v1_1": {...}}``): an object none of
+  whose values is an array, every value an object that looks like a record (it holds at least
+  one text, number or boolean: a question has a text). Its key is ``_key``, and the record's
+  ``id`` when it has no ``id`` field (mapped or by default name). An object whose values are
+  objects of arrays or of objects only (``{"Math": {"questions": [...]}}``) is no such object:
+  it is refused as a file without records, and ``records=Math.questions`` reads it.
+
+``records=KEY`` reads only the array, or the object of records, at KEY (a dotted name reaches
+into nested objects: GAOKAO-MM's ``{"keywords": ..., "example": [...]}`` is ``records=example``).
 The pseudo-field ``_file`` is the file's name without ``.json``.
 
 The mapping, the settings (``options_in_text``, ``image_root``, ``answer_format``,
 ``subjects``) and how a record becomes a question are those of ``rows.py``, shared with
 ``jsonl:``. Image paths resolve against the file's folder (or ``image_root``, relative to it)
 and may not leave it. ``source_key`` is ``<file name>#<position>`` in an array (or the
-``records`` array, whose key is then ``_key``) and ``<file name>#<key>/<position>`` in an object
-of arrays. A file that
+``records`` array, whose key is then ``_key``), ``<file name>#<key>/<position>`` in an object
+of arrays and ``<file name>#<key>`` in an object of records. A file that
 cannot be read as one of these layouts is one quarantine entry keyed by its name.
 """
 
@@ -77,6 +87,11 @@ def _iter_files(
             yield QuarantineEntry(source, path.name, STAGE, problem.reason, problem.detail)
             continue
         for key, rows in arrays:
+            if isinstance(rows, dict):  # an object of records: each filed under its own key
+                for record_key, row in rows.items():
+                    meta = {"_file": path.stem, "_key": record_key, "_record_key": record_key}
+                    yield row_record(source, f"{path.name}#{record_key}", row, mapping, meta, roots[path.parent], images)
+                continue
             meta = {"_file": path.stem, "_key": key}
             prefix = f"{path.name}#" if key is None or records_key else f"{path.name}#{key}/"
             for position, row in enumerate(rows):
@@ -91,8 +106,24 @@ class _FileProblem(Exception):
         self.detail = detail
 
 
-def _record_arrays(path: Path, records_key: str | None) -> list[tuple[str | None, list[Any]]]:
-    """(key, records) of every array of records in the file; key None for a top-level array."""
+def looks_like_records(value: Any) -> bool:
+    """An object of records keyed by id: a non-empty object none of whose values is an array,
+    each value an object holding at least one text, number or boolean (a record has a text;
+    a wrapper of arrays or objects does not)."""
+    return (
+        isinstance(value, dict)
+        and bool(value)
+        and all(
+            isinstance(record, dict)
+            and any(isinstance(field, (str, int, float, bool)) for field in record.values())
+            for record in value.values()
+        )
+    )
+
+
+def _record_arrays(path: Path, records_key: str | None) -> list[tuple[str | None, list[Any] | dict[str, Any]]]:
+    """(key, records) of every array of records in the file, key None for a top-level array;
+    or (None, the object) for an object of records keyed by id."""
     try:
         size = path.stat().st_size
         if size > MAX_JSON_BYTES:
@@ -107,6 +138,8 @@ def _record_arrays(path: Path, records_key: str | None) -> list[tuple[str | None
         found = _find(document, records_key)
         if found is _NO_RECORDS:
             raise _FileProblem("records key not in the file", records_key)
+        if looks_like_records(found):
+            return [(records_key, {str(k): v for k, v in found.items()})]
         if not isinstance(found, list):
             raise _FileProblem("records key is not an array", f"{records_key} is a {type(found).__name__}")
         return [(records_key, found)]
@@ -116,6 +149,8 @@ def _record_arrays(path: Path, records_key: str | None) -> list[tuple[str | None
         arrays = [(str(key), value) for key, value in document.items() if isinstance(value, list)]
         if arrays:
             return arrays
+        if looks_like_records(document):
+            return [(None, {str(k): v for k, v in document.items()})]
         raise _FileProblem("JSON object without arrays of records", ", ".join(map(str, document))[:200] or "empty object")
     raise _FileProblem("JSON file is neither an array nor an object of arrays", type(document).__name__)
 

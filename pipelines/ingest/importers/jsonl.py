@@ -5,7 +5,8 @@
 folder (or ``image_root``) and may not leave it. Blank lines are not records and are skipped;
 every other line yields one question or one quarantine entry keyed ``<file name>#<0-based
 line>`` (a line over ``MAX_LINE_BYTES`` is quarantined unread, a line that is not UTF-8 with
-its line number). Control characters in texts and options (also escaped, ``\\u0000``) are handled
+its line number, a line that is an object of records keyed by id, ``{"v1_0": {...}, ...}``,
+as such: the ``json:`` importer reads that layout). Control characters in texts and options (also escaped, ``\\u0000``) are handled
 where every source lands (``records.with_clean_text`` and ``validate_raw_question``):
 a NUL quarantines the record, any other control character is stripped.
 """
@@ -21,6 +22,7 @@ from pipelines.store.records import QuarantineEntry, Record
 from pipelines.ingest.sources import register_source
 from pipelines.ingest.spec import SourceSpec
 from pipelines.ingest.importers.common import STAGE, ImportSourceError, one_line
+from pipelines.ingest.importers.json_file import looks_like_records
 from pipelines.ingest.importers.rows import (
     DEFAULT_NAMES,
     FIELDS,
@@ -36,6 +38,7 @@ __all__ = ["DEFAULT_NAMES", "FIELDS", "MAX_LINE_BYTES", "iter_jsonl_records"]
 # Lines carry a question and image paths, never image bytes; a longer line is hostile or
 # broken and is quarantined without being held in memory.
 MAX_LINE_BYTES = 16 * 1024 * 1024
+OBJECT_OF_RECORDS = "line is an object of records keyed by id (read the file with json:)"
 
 
 def watch_jsonl(spec: SourceSpec, exclude: Path) -> list[Path] | None:
@@ -87,6 +90,9 @@ def _iter_lines(source: str, path: Path, mapping: RowMapping, root: Path, images
                 yield QuarantineEntry(
                     source, key, STAGE, "malformed JSON", f"line {line_no + 1}: {one_line(exc, 160)}: {one_line(text, 200)}"
                 )
+                continue
+            if looks_like_records(row):  # a whole JSON file of records keyed by id on one line
+                yield QuarantineEntry(source, key, STAGE, OBJECT_OF_RECORDS, f"line {line_no + 1}: {len(row)} records")
                 continue
             yield row_record(source, key, row, mapping, meta, root, images)
     yield from unused_field_entries(source, path.name, mapping)

@@ -3,11 +3,20 @@ the conversion of one input row (a dict) into a RawQuestion.
 
 The mapping (``spec.options``) maps our field names to the input's field names: a value in
 single quotes is a constant for every row (``subject='math'``); a dotted name reaches into
-nested objects (``image=media.path``) when no field has that exact name. Two names are
-provided by the importer, not the row: ``_file`` (the data file's name without its suffix)
-and ``_key`` (the key of the array a record came from, for a JSON object of arrays); they are
-null where they do not apply. An unmapped field takes the first of its DEFAULT_NAMES found in
-the row, and is null when none is; nothing else is guessed. A mapped field that no row of the
+nested objects (``image=media.path``) when no field has that exact name, and ``[N]`` picks
+item N (from 0) of a list (``skill=skill[0]`` reads ``"skill": ["inductive"]``,
+``image=media.images[1].path``); a list too short has no such field. A text field
+(``problem``, ``subject``, ``grade``, ``skill``, ``split``, ``id``) whose value is a list of
+texts (or numbers) reads them joined: the question text with a line break between items, the
+others with ``, `` (``["inductive", "spatial"]`` is skill ``inductive-spatial``); an empty list
+is no value. A constant for ``choices`` is a comma-separated list of option texts, the same for
+every row (``choices='A,B,C,D'``: options drawn in the figure, whose letters every row has).
+Two names are provided by the importer, not the row: ``_file`` (the data file's name without
+its suffix) and ``_key`` (the key of the array a record came from, for a JSON object of arrays,
+or the record's own key, for a JSON object of records keyed by id; such a record with no
+``id`` field takes its key as its ``id`` too); they are null where they do not apply. An
+unmapped field takes the first of its DEFAULT_NAMES found in the row, and is null when none
+is; nothing else is guessed. A mapped field that no row of the
 source has is reported once (quarantine reason ``mapped field in no record``), which makes the
 build fail: a misspelt field name never silently empties a column.
 
@@ -28,7 +37,11 @@ Settings, beside the fields:
 - ``subjects=NAME:SUBJECT,...``: this source's subject names, matched whole or as a word of
   the value (``subject=_file&subjects=Biology:science`` reads ``2010-2023_Biology_MCQs``);
 - ``image_options=labelled:N`` | ``ordered:N`` | ``none``: how a question with several
-  pictures and no options of its own holds its options (see ``picture_options.py``).
+  pictures and no options of its own holds its options (see ``picture_options.py``);
+- ``figure_options=named`` | ``A-D`` | ``none``: the options of a question with one picture and
+  none of its own are drawn in the figure: their letters are those its text names ("Select
+  from A–E", "Choose A, B, C or D"), or these letters for every such question (see
+  ``figure_options.py``).
 
 Options are a list of texts (numbers are turned into text), or an object keyed by labels
 (``{"A": "...", "B": "..."}``, whose keys then name the options for letter answers), or one
@@ -43,7 +56,10 @@ cannot be held by the STEM schema (one problem image) and is quarantined as
 pictures are its options; an answer naming several options is quarantined too
 (``several answers``).
 Placeholders ``<image1>`` / ``<image 1>`` are removed from the texts (the image is the
-question's figure); one that names an image the question does not have is quarantined.
+question's figure). Their numbers are not checked here: against one mapped picture field they
+prove nothing (a competition's one picture often holds the panels ``<image1>`` and ``<image2>``
+that its text names). Sources with numbered picture fields (``hf:``'s MMMU ``image_1`` ...
+``image_7``) check them where the numbers name fields (``hf_dataset.py``).
 """
 
 from __future__ import annotations
@@ -70,6 +86,7 @@ from pipelines.ingest.importers.common import (
     one_line,
 )
 from pipelines.ingest.importers.paths import read_image_file, resolve_image_file
+from pipelines.ingest.importers.figure_options import parse_figure_options
 from pipelines.ingest.importers.picture_options import join_pictures, parse_image_options
 from pipelines.ingest.importers.text_options import HELD_LABEL, held_label, read_options, strip_placeholders
 
@@ -86,11 +103,13 @@ DEFAULT_NAMES: dict[str, tuple[str, ...]] = {
     "id": ("id", "qid"),
 }
 FIELDS = tuple(DEFAULT_NAMES)
-SETTINGS = ("answer_format", "options_in_text", "image_root", "subjects", "image_options", "max_options")
+SETTINGS = ("answer_format", "options_in_text", "image_root", "subjects", "image_options", "max_options", "figure_options")
 PSEUDO_FIELDS = ("_file", "_key")
 MAPPED_FIELD_UNUSED = "mapped field in no record"
 MAX_OPTIONS = 5  # the STEM release: 2 to 5 options per question
 _CONSTANT = re.compile(r"^'(.*)'$", re.DOTALL)
+_INDEXED = re.compile(r"^([^\[\]]*)((?:\[\d+\])+)$")  # name[0][1]
+TEXT_FIELDS = ("problem", "subject", "grade", "skill", "split", "id")
 _MISSING = object()
 
 
@@ -125,7 +144,8 @@ class RowMapping:
         self.image_root = options.get("image_root") or None
         self.subject_names = _subject_table(options.get("subjects", ""), kind)
         self.image_options = parse_image_options(options.get("image_options"), kind)
-        self.constants: dict[str, str] = {}
+        self.figure_options = parse_figure_options(options.get("figure_options"), kind)
+        self.constants: dict[str, Any] = {}
         self.names: dict[str, tuple[str, ...]] = dict(DEFAULT_NAMES)
         self.mapped: dict[str, str] = {}  # our field -> the input field the user named
         for ours, theirs in options.items():
@@ -133,7 +153,8 @@ class RowMapping:
                 continue
             constant = _CONSTANT.match(theirs)
             if constant:
-                self.constants[ours] = constant.group(1)
+                value = constant.group(1)
+                self.constants[ours] = [t.strip() for t in value.split(",")] if ours == "choices" and value else value
             elif not theirs:
                 raise ImportSourceError(f"{kind} mapping gives field {ours!r} an empty name")
             else:
@@ -163,7 +184,7 @@ class RowMapping:
         for name in self.names[ours]:
             value = _lookup(row, name, meta)
             if value is not _MISSING:
-                return value
+                return _joined(value, "\n" if ours == "problem" else ", ") if ours in TEXT_FIELDS else value
         return None
 
     def subject(self, raw: Any) -> str:
@@ -213,10 +234,28 @@ def _lookup(row: dict[str, Any], name: str, meta: Mapping[str, Any]) -> Any:
         return row[name]
     node: Any = row
     for part in name.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return _MISSING
-        node = node[part]
+        indexed = _INDEXED.match(part)
+        key, indexes = (indexed.group(1), [int(i) for i in re.findall(r"\d+", indexed.group(2))]) if indexed else (part, [])
+        if key:
+            if not isinstance(node, dict) or key not in node:
+                return _MISSING
+            node = node[key]
+        for index in indexes:
+            if not isinstance(node, list) or index >= len(node):
+                return _MISSING
+            node = node[index]
     return node
+
+
+def _joined(value: Any, separator: str) -> Any:
+    """A list of texts (or numbers) as one text; an empty list as no value; anything else as is."""
+    if not isinstance(value, list):
+        return value
+    if not value:
+        return None
+    if all(isinstance(v, str) or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in value):
+        return separator.join(v if isinstance(v, str) else json.dumps(v) for v in value)
+    return value
 
 
 def image_folder(mapping: RowMapping, data_folder: Path) -> Path:
@@ -316,12 +355,10 @@ def _image_bytes(root: Path, value: Any, what: str) -> bytes:
     return read_image_file(resolve_image_file(root, value), value)
 
 
-def _strip_placeholders(text: str, images: int) -> str:
-    text, numbers = strip_placeholders(text)
-    missing = [n for n in numbers if not 1 <= n <= images]
-    if missing:
-        raise RecordProblem("placeholder names an image the question does not have", f"<image {missing[0]}>")
-    return text
+def _strip_placeholders(text: str) -> str:
+    """``text`` without its ``<image N>`` placeholders; their numbers are not checked (see the
+    module docstring)."""
+    return strip_placeholders(text)[0]
 
 
 def row_question(
@@ -362,21 +399,24 @@ def row_question(
         else:
             figures = len(pictures) - mapping.image_options.count
             image, image_paths = (pictures[0] if figures else None), pictures[figures:]
+    if texts is None and image_paths is None and image is not None and mapping.figure_options is not None:
+        texts = mapping.figure_options.letters(problem)  # drawn in the figure (figure_options.py)
     if texts is None and image_paths is None:
         raise RecordProblem("no options in the text" if mapping.options_in_text else "not multiple choice: no options")
     _check_options(texts, len(texts) if texts is not None else len(image_paths), mapping)
     if texts is not None and image_paths is not None:
         raise RecordProblem("both text options and option images are given; a question has one kind")
-    image_count = len(pictures)
-    problem = _strip_placeholders(problem, image_count)
+    problem = _strip_placeholders(problem)
     if texts is not None:
-        texts = [_strip_placeholders(text, image_count) for text in texts]
+        texts = [_strip_placeholders(text) for text in texts]
     num_options = len(texts) if texts is not None else len(image_paths)
     answer = parse_answer(mapping.get(row, "answer", meta), texts, num_options, labels, mapping.answer_format)
     subject = mapping.subject(mapping.get(row, "subject", meta))
     split_raw = mapping.get(row, "split", meta)
     extra: dict[str, Any] = {}
     row_id = mapping.get(row, "id", meta)
+    if row_id is None:
+        row_id = meta.get("_record_key")  # a JSON object of records: the key it is filed under
     if row_id is not None:
         extra["id"] = row_id if isinstance(row_id, (str, int)) and not isinstance(row_id, bool) else json.dumps(row_id)
     if split_raw is not None and normalize_split(split_raw) is None:
