@@ -10,6 +10,7 @@ import dagster as dg
 from assets import clean, dataset, evaluation, ingest, profiles
 
 from assets.resources import StemforgeSettings
+from pipelines.orchestration.executor import stemforge_executor
 from pipelines.orchestration.sensors import source_change_sensor
 from pipelines.settings import BuildSettings
 
@@ -19,8 +20,9 @@ all_assets = dg.load_assets_from_modules(ASSET_MODULES)
 all_asset_checks = dg.load_asset_checks_from_modules(ASSET_MODULES)
 
 BUILD_JOB_NAME = "stemforge_build"
-# runs launched from the UI, the schedule or the sensor execute their steps in one process, which holds
-# the data home's lock for the whole run (`stemforge build --executor multiprocess` chooses otherwise)
+# runs launched from the UI, the schedule or the sensor execute their steps in one process by default;
+# whatever the executor (a launchpad config may pick multiprocess), the run's own process holds the
+# data home's lock from its first step to its last (pipelines.orchestration.executor)
 IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
 
 build_job = dg.define_asset_job(
@@ -31,6 +33,7 @@ build_job = dg.define_asset_job(
         "dataset, evaluation, profiles, warehouse."
     ),
     config=IN_PROCESS,
+    executor_def=stemforge_executor,
 )
 
 
@@ -46,6 +49,7 @@ refresh_job = dg.define_asset_job(
         "stemforge_build runs."
     ),
     config=IN_PROCESS,
+    executor_def=stemforge_executor,
 )
 
 
@@ -93,6 +97,8 @@ class OneLineFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         head, _, rest = super().format(record).partition("\n")
         reason = next((line.strip() for line in rest.splitlines() if line.strip()), "")
+        if " - RUN_FAILURE - " in head or " - STEP_FAILURE - " in head:
+            return head  # the build's summary says why, once
         if record.levelno >= logging.ERROR and reason and not reason.startswith("Stack Trace"):
             return f"{head} {reason}"
         return head
@@ -115,6 +121,7 @@ defs = dg.Definitions(
     sensors=[source_change_sensor],
     resources=resources_from_env(),
     loggers={"one_line_console": one_line_console},
+    executor=stemforge_executor,  # asset backfills and "Materialize" runs (the implicit asset job) too
 )
 
 
