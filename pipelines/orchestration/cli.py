@@ -99,7 +99,7 @@ def _check_source_changes(home: DataHome, sources: tuple[str, ...], prune: bool,
     """Refuse a build that would drop sources of the last one, unless ``--prune``."""
     from pipelines.ingest.source_changes import removed_sources
 
-    removed = removed_sources(home, {parse_source_spec(text).slug for text in sources})
+    removed = removed_sources(home, sources)
     if not removed:
         return
     listing = "; ".join(r.describe() for r in removed)

@@ -188,7 +188,8 @@ def _run_build(
         key for key in job_def.asset_layer.asset_graph.get_all_asset_keys()
         if job_def.asset_layer.asset_graph.get(key).partitions_def == source_partitions
     }
-    if asset_selection is None or partitioned & set(asset_selection):
+    ingests = asset_selection is None or bool(partitioned & set(asset_selection))
+    if ingests:
         tags.update(all_sources_tags(keys))
     if executor == "multiprocess":
         execution = {
@@ -214,6 +215,11 @@ def _run_build(
         asset_selection=asset_selection,
     )
     failed = failed_checks(result.all_events) + step_failures(result.all_events)
+    if result.success and ingests:
+        # a source joins the home only with a build that includes it and succeeds
+        from pipelines.ingest.source_changes import record_built_sources
+
+        record_built_sources(home, settings.sources)
     reused, ran = reused_stages(result.all_events)
     if result.success and not failed and reused and not ran:
         summary = f"stemforge build finished (run {result.run_id}): nothing changed, {len(reused)} stages reused"
@@ -285,48 +291,89 @@ def build_summary(home: DataHome, success: bool, failed: list[str], run_id: str)
     if failed:
         lines.append("failed steps:")
         lines += [f"  {reason}" for reason in failed]
-    try:
-        def rows(sql):
-            return run_query(home, sql).rows
-
-        lines.append("")
-        lines.append("raw questions per source:")
-        for source, n in rows("SELECT source, count(*) FROM raw_questions GROUP BY 1 ORDER BY 1"):
-            lines.append(f"  {source:40} {n:>9,}")
-        lines.append("kept questions per subject and split:")
-        for subject, tr, va, te, n in rows(
-            "SELECT subject, count(*) FILTER (split='train'), count(*) FILTER (split='valid'), "
-            "count(*) FILTER (split='test'), count(*) FROM questions GROUP BY 1 ORDER BY 1"
-        ):
-            lines.append(f"  {subject:12} train {tr:>8,}  valid {va:>8,}  test {te:>8,}  total {n:>9,}")
-        lines.append("quarantined by stage:")
-        for stage, n in rows("SELECT stage, count(*) FROM quarantine GROUP BY 1 ORDER BY 1"):
-            lines.append(f"  {stage:12} {n:>9,}")
-        dup = rows("SELECT kind, count(*) FROM duplicates GROUP BY 1 ORDER BY 1")
-        lines.append("duplicates removed: " + (", ".join(f"{k} {n:,}" for k, n in dup) or "none"))
-        stats_path = home.lake_path("dataset_statistics")
-        if stats_path.exists():
-            from pipelines.dataset.export import statistics_markdown
-
-            lines.append("")
-            lines.append("dataset statistics (the paper's Table 1):")
-            lines.append(statistics_markdown(pl.read_parquet(stats_path)))
-        acc = rows(
-            "SELECT model, round(value, 1), round(ci_low, 1), round(ci_high, 1), n FROM metrics "
-            "WHERE metric = 'accuracy' AND group_by = 'macro' AND split = 'test' AND model NOT LIKE 'paper:%' ORDER BY model"
-        )
-        if acc:
-            lines.append("")
-            lines.append("test accuracy, macro average over subjects (%, 95% interval):")
-            for model, v, lo, hi, n in acc:
-                lines.append(f"  {model:28} {v:5}  [{lo}, {hi}]  n={n}")
-    except Exception as exc:  # a partial build still reports what it can
-        lines.append(f"(summary incomplete: {str(exc).splitlines()[0]})")
+    if home.warehouse.exists():
+        try:
+            lines += warehouse_summary(home)
+        except Exception as exc:  # a partial build still reports what it can
+            lines.append(f"(summary incomplete: {str(exc).splitlines()[0]})")
+    command = stemforge_command()
     lines.append("")
     lines.append(f"data home:  {home.root}")
-    lines.append(f"warehouse:  {home.warehouse}   (stemforge sql \"SELECT * FROM questions LIMIT 5\")")
-    lines.append(f"export:     {home.export}" if home.export.exists() else
-                 "export:     not built yet (the build left out stem_export)")
-    lines.append(f"report:     {home.reports / 'index.html'}")
-    lines.append(f"Dagster UI: stemforge ui --home {home.root}")
+    if home.warehouse.exists():
+        lines.append(f"warehouse:  {home.warehouse}   ({command} sql --home {quote(home.root)} \"SELECT * FROM questions LIMIT 5\")")
+    else:
+        lines.append("warehouse:  not built yet")
+    if home.export.exists():
+        lines.append(f"export:     {home.export}")
+    else:
+        lines.append("export:     not built yet" + ("" if not success else " (the build left out stem_export)"))
+    report = home.reports / "index.html"
+    lines.append(f"report:     {report}" if report.exists() else "report:     not built yet")
+    lines.append(f"Dagster UI: {command} ui --home {quote(home.root)}")
     return "\n".join(lines)
+
+
+def warehouse_summary(home: DataHome) -> list[str]:
+    """Counts per source, subject and split, quarantine, duplicates, Table 1 and test accuracy."""
+    from pipelines.store.warehouse import run_query
+
+    def rows(sql):
+        return run_query(home, sql).rows
+
+    lines = ["", "raw questions per source:"]
+    for source, n in rows("SELECT source, count(*) FROM raw_questions GROUP BY 1 ORDER BY 1"):
+        lines.append(f"  {source:40} {n:>9,}")
+    lines.append("kept questions per subject and split:")
+    for subject, tr, va, te, n in rows(
+        "SELECT subject, count(*) FILTER (split='train'), count(*) FILTER (split='valid'), "
+        "count(*) FILTER (split='test'), count(*) FROM questions GROUP BY 1 ORDER BY 1"
+    ):
+        lines.append(f"  {subject:12} train {tr:>8,}  valid {va:>8,}  test {te:>8,}  total {n:>9,}")
+    lines.append("quarantined by stage:")
+    for stage, n in rows("SELECT stage, count(*) FROM quarantine GROUP BY 1 ORDER BY 1"):
+        lines.append(f"  {stage:12} {n:>9,}")
+    dup = rows("SELECT kind, count(*) FROM duplicates GROUP BY 1 ORDER BY 1")
+    lines.append("duplicates removed: " + (", ".join(f"{k} {n:,}" for k, n in dup) or "none"))
+    stats_path = home.lake_path("dataset_statistics")
+    if stats_path.exists():
+        from pipelines.dataset.export import statistics_markdown
+
+        lines.append("")
+        lines.append("dataset statistics (the paper's Table 1):")
+        lines.append(statistics_markdown(pl.read_parquet(stats_path)))
+    acc = rows(
+        "SELECT model, round(value, 1), round(ci_low, 1), round(ci_high, 1), n FROM metrics "
+        "WHERE metric = 'accuracy' AND group_by = 'macro' AND split = 'test' AND model NOT LIKE 'paper:%' ORDER BY model"
+    )
+    if acc:
+        lines.append("")
+        lines.append("test accuracy, macro average over subjects (%, 95% interval):")
+        for model, v, lo, hi, n in acc:
+            lines.append(f"  {model:28} {v:5}  [{lo}, {hi}]  n={n}")
+    return lines
+
+
+def quote(path) -> str:
+    import shlex
+
+    return shlex.quote(str(path))
+
+
+def stemforge_command() -> str:
+    """How to run stemforge again from the current folder, as printed commands say it:
+    ``stemforge`` when that is on PATH and is this installation, else the path of this
+    environment's script (``.venv/bin/stemforge`` after ``make demo``)."""
+    import shutil
+    from pathlib import Path
+
+    script = Path(sys.executable).parent / "stemforge"
+    if not script.exists():
+        return f"{quote(sys.executable)} -m pipelines.orchestration.cli"
+    found = shutil.which("stemforge")
+    if found and Path(found).resolve() == script.resolve():
+        return "stemforge"
+    try:
+        relative = script.absolute().relative_to(Path.cwd())
+        return relative.as_posix() if "/" in relative.as_posix() else f"./{relative.as_posix()}"
+    except ValueError:
+        return quote(script.absolute())
