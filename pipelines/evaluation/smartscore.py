@@ -38,7 +38,7 @@ Questions a model has no row for are skipped in its sessions.
 from __future__ import annotations
 
 import zlib
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -87,6 +87,10 @@ class SmartScoreRules:
     min_questions: int = 5
     skill_sample: str = "all"
     sample_sizes: tuple[tuple[str, int], ...] = PAPER_SAMPLE_SIZES
+    # (subject, correct_steps, wrong_steps, budget): a subject's own increments (calibrated on the
+    # paper's published pairs, ``exam_calibration``); other subjects use the fields above
+    subject_rules: tuple[tuple[str, tuple[tuple[int, int], ...], tuple[tuple[int, int], ...], int], ...] = ()
+    calibration: str = ""  # where the increments come from, for the report
 
     def __post_init__(self) -> None:
         if self.min_questions < 1:
@@ -110,6 +114,19 @@ class SmartScoreRules:
             raise MetricsInputError("SmartScoreRules.floor must be below ceiling")
         if self.budget < 1 or self.sessions < 1:
             raise MetricsInputError("SmartScoreRules.budget and sessions must be >= 1")
+
+    def for_subject(self, subject: str) -> "SmartScoreRules":
+        """The rules a subject's sessions run under (its own increments where it has some)."""
+        for name, correct_steps, wrong_steps, budget in self.subject_rules:
+            if name == subject:
+                return replace(
+                    self, correct_steps=tuple(correct_steps), wrong_steps=tuple(wrong_steps), budget=int(budget), subject_rules=()
+                )
+        return replace(self, subject_rules=())
+
+    @property
+    def longest_budget(self) -> int:
+        return max([self.budget, *(int(budget) for *_, budget in self.subject_rules)])
 
     def change(self, score: int, correct: bool) -> int:
         steps = self.correct_steps if correct else self.wrong_steps
@@ -137,6 +154,11 @@ class SmartScoreRules:
             raw = values["sample_sizes"]
             pairs = raw.items() if isinstance(raw, Mapping) else raw
             values["sample_sizes"] = tuple((str(subject), int(size)) for subject, size in pairs)  # type: ignore[union-attr]
+        if "subject_rules" in values:
+            values["subject_rules"] = tuple(
+                (str(subject), tuple((int(a), int(b)) for a, b in correct), tuple((int(a), int(b)) for a, b in wrong), int(budget))
+                for subject, correct, wrong, budget in values["subject_rules"]  # type: ignore[union-attr]
+            )
         if "accuracy_subjects" in values:
             values["accuracy_subjects"] = tuple(str(s) for s in values["accuracy_subjects"])  # type: ignore[union-attr]
         return cls(**values)  # type: ignore[arg-type]
@@ -151,11 +173,18 @@ class SmartScoreRules:
                 parts.append(f"{step:+d} for {lower}-{upper}")
             return ", ".join(parts)
 
+        per_subject = [
+            f"{subject}: correct answer {bands(correct)}; wrong answer {bands(wrong)}; at most {budget} questions per session"
+            for subject, correct, wrong, budget in self.subject_rules
+        ]
+        other = "other subjects: " if per_subject else ""
         return [
-            f"correct answer: {bands(self.correct_steps)}",
-            f"wrong answer: {bands(self.wrong_steps)}",
+            *([self.calibration] if self.calibration else []),
+            *per_subject,
+            f"{other}correct answer: {bands(self.correct_steps)}",
+            f"{other}wrong answer: {bands(self.wrong_steps)}",
             f"score clamped to [{self.floor}, {self.ceiling}]; a session stops at {self.ceiling}, "
-            f"after {self.budget} questions, or when the skill's questions run out (no replacement)",
+            f"after {self.budget if not per_subject else 'its budget of'} questions, or when the skill's questions run out (no replacement)",
             f"exam score of a skill = mean final score over {self.sessions} sessions (seeded orders)",
             "subjects scored by accuracy instead (subject value = accuracy over all its questions, "
             "as in the paper's Table 8): " + (", ".join(self.accuracy_subjects) or "none"),
@@ -253,8 +282,9 @@ def session_orders(questions: pl.DataFrame, rules: SmartScoreRules, seed: int) -
     starts_block = np.ones(len(order), dtype=bool)
     starts_block[1:] = block[1:] != block[:-1]
     position = entries - np.maximum.accumulate(np.where(starts_block, entries, 0))
-    keep = position < rules.budget
-    index = np.full((n_exams * sessions, rules.budget), NO_QUESTION, dtype=np.int64)
+    width = rules.longest_budget
+    keep = position < width
+    index = np.full((n_exams * sessions, width), NO_QUESTION, dtype=np.int64)
     index[row[keep], position[keep]] = question_of[keep]
     return exams.drop("size"), index
 
@@ -325,6 +355,8 @@ def exam_scores(
     with_index = frame.join(ordered_ids, on=["split", "question_id"], how="left")
     n_questions = ordered_ids.height
     sessions = rules.sessions
+    exam_subjects = np.repeat(exams["subject"].to_numpy(), sessions)
+    rows_of_subject = {str(subject): np.flatnonzero(exam_subjects == subject) for subject in sorted(set(exam_subjects.tolist()))}
     skill_rows = []
     accuracy_units = []
     for model in sorted(with_index["model"].unique().to_list()):
@@ -334,7 +366,9 @@ def exam_scores(
         answer_of_question = np.full(n_questions + 1, NO_QUESTION, dtype=np.int8)  # last slot: padding
         answer_of_question[mine["question_index"].to_numpy()] = mine["correct"].to_numpy().astype(np.int8)
         answers = answer_of_question[np.where(index >= 0, index, n_questions)]
-        final, _answered = simulate_sessions(answers, rules)
+        final = np.zeros(answers.shape[0], dtype=np.int64)
+        for subject, session_rows in rows_of_subject.items():
+            final[session_rows], _answered = simulate_sessions(answers[session_rows], rules.for_subject(subject))
         finals = final.reshape(-1, sessions).astype(np.float64) if len(final) else np.zeros((0, sessions))
         per_exam = finals.mean(axis=1)
         session_sd = finals.std(axis=1, ddof=1) if sessions > 1 else np.zeros(len(per_exam))

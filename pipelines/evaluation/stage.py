@@ -12,6 +12,7 @@ their settings (``pipelines/store/memo.py``).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -38,7 +39,7 @@ from pipelines.evaluation.models.registry import (
 )
 from pipelines.evaluation.predictions_import import import_predictions
 from pipelines.evaluation.reference_results import PAPER_PREFIX, reference_metrics
-from pipelines.evaluation.smartscore import SmartScoreRules
+from pipelines.evaluation.exam_calibration import CALIBRATED_RULES
 from pipelines.settings import BuildSettings
 from pipelines.store.home import DataHome, stable_file_stem
 from pipelines.store.images import ImageStore
@@ -444,9 +445,10 @@ def metrics_stage(home: DataHome, settings: BuildSettings) -> tuple[pl.DataFrame
 
 
 def smartscore_rules(settings: BuildSettings):
-    """The SmartScore rules of a build: the defaults plus the build's skill sampling and minimum."""
+    """The SmartScore rules of a build: calibrated on the paper's exam scores (``exam_calibration``),
+    with the build's skill sampling and minimum."""
 
-    return SmartScoreRules(skill_sample=settings.exam_skills, min_questions=settings.exam_min_questions)
+    return replace(CALIBRATED_RULES, skill_sample=settings.exam_skills, min_questions=settings.exam_min_questions)
 
 
 def comparisons_with_best_baseline(scored: pl.DataFrame, split: str = "test", seed: int = 0) -> list[dict]:

@@ -130,6 +130,16 @@ def test_report_names_the_interval_method_and_the_exam_rules(report_inputs, repo
     assert "40 math, 30 science" in sampled
 
 
+def test_exam_section_shows_the_calibration_against_the_papers_exam_scores(report_inputs):
+    from pipelines.evaluation.exam_calibration import CALIBRATED_RULES
+
+    html = render_report(**{**report_inputs, "run_info": {**report_inputs["run_info"], "smartscore_rules": CALIBRATED_RULES.as_dict()}})
+    section = html[html.index("<h3>Calibration against the paper"):]
+    assert "held out" in section and "Table 10 skill means" in section and "RMSE" in section
+    assert "CLIP finetuning" in section and "57.8" in section  # a published row, with ours beside it
+    assert "calibrated per subject" in html  # the parameters say where the increments come from
+
+
 def test_exam_plot_warns_when_few_skills_are_scored(report_inputs, report_html):
     # the synthetic data has 6 skills per subject: below the 10 the caveat asks for
     assert "Thin coverage" in report_html and "Skills with fewer than 5 test questions are not scored" in report_html
