@@ -1,0 +1,23 @@
+"""Python 3.11 to 3.13 install stemforge (issue 28, item 1); CI keeps the suite on 3.11 and
+smoke-builds the demo with the newest Python the machine has."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_requires_python_admits_3_11_to_3_13():
+    spec = SpecifierSet(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"])
+    assert all(version in spec for version in ("3.11.7", "3.12.1", "3.13.0")), spec
+    assert "3.10.13" not in spec
+
+
+def test_ci_smoke_builds_the_demo_with_the_newest_python():
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "make test" in ci
+    assert "for version in 3.13 3.12" in ci and "stemforge\" build" in ci and "timeout" in ci
