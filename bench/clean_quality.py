@@ -318,20 +318,25 @@ def hard_case_figures(pairs: int, seed: int, block: bool = False) -> bool:
     measured = time.perf_counter() - started
     print(f"\nhard cases from the real figures of {hc.CORPORA} ({pairs} pairs per class, seed {seed}; "
           f"made in {made:.0f} s, ingest + dedup {measured:.0f} s)")
+    print("  rate: recall of copies, share wrongly merged of different pictures; precision (copies): the pair's merges "
+          "over all merges of the class's questions")
     print("  same text and options in a pair" + (", ONE text for all pairs of a class (a block)" if block else
                                                       ", each pair its own text")
           + "; merged = same answers, one group; with different answers: conflict = "
           f"'{hc.NEAR_CONFLICT}', kept = both kept apart" + ("; cross = questions of two pairs in one group" if block else ""))
-    print(f"  {'class':14} {'must':6} {'pairs':>5} {'merged':>6} {'rate':>6} {'goal':>7} {'conflict':>8} {'kept':>5}"
+    print(f"  {'class':14} {'must':6} {'pairs':>5} {'merged':>6} {'rate':>6} {'goal':>7} {'precision':>9} {'conflict':>8} {'kept':>5}"
           + (f" {'cross':>5}" if block else "") + "  verdict")
     ok = True
     for kind in hc.KINDS:
         row = rows[kind]
         goal = f">={row['goal']:.2f}" if row["should_merge"] else "0"
         verdict = "PASS" if row["met"] else "MISS"
+        # copies: merges of the pair / all merges of the class's questions (pairs with other pairs too)
+        precision = (f"{row['merged'] / (row['merged'] + row['cross']):.3f}" if row["merged"] + row["cross"] else "-") \
+            if row["should_merge"] else "-"
         ok = ok and row["met"]
         print(f"  {kind:14} {'merge' if row['should_merge'] else 'never':6} {row['pairs']:>5} {row['merged']:>6} "
-              f"{row['rate']:>6.3f} {goal:>7} {row['conflicts']:>8} {row['both_kept']:>5}"
+              f"{row['rate']:>6.3f} {goal:>7} {precision:>9} {row['conflicts']:>8} {row['both_kept']:>5}"
               + (f" {row['cross']:>5}" if block else "") + f"  {verdict}"
               + (f"  ({row['lost']} questions lost before dedup)" if row["lost"] else ""))
     conflicts = sum(rows[k]["conflicts"] for k in hc.DIFFERENT)
