@@ -45,8 +45,9 @@ def image_index(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     owners=OWNERS,
     deps=[multimodal_questions, image_index],
     description=(
-        "Exact and near duplicates removed (text MinHash LSH + perceptual image hashes, each candidate "
-        "confirmed against its group's representative), then at most `cap_per_skill` questions per skill. "
+        "Exact and near duplicates removed (exact: the same text, image and options; near: the same canonical "
+        "text and options with near-equal pictures, candidates found by perceptual image hashes in bands and "
+        "each confirmed against its group's representative), then at most `cap_per_skill` questions per skill. "
         "Removed records are in `duplicates`; conflicting answers and over-cap questions in quarantine."
     ),
 )

@@ -1,7 +1,8 @@
 """Export one split for an evaluation harness (``stemforge export --format F [--split S]``).
 
 - ``stem``: the release shards the build already wrote (``export/stem/``); with ``--out`` a
-  copy of that folder.
+  copy of that folder to upload, without ``test_answer_key.jsonl`` (the hidden test answers)
+  unless ``with_answer_key`` (``--with-answer-key``); its manifest lists what it holds.
 - ``vlmevalkit``: ``stemforge_<split>.tsv``, the table VLMEvalKit loads for a custom
   multiple-choice set (``LMUData=DIR python run.py --data stemforge_<split> ...``): ``index``,
   ``question_id``, ``question``, ``hint``, ``A``..``E`` (blank past a question's last option),
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import io
 import json
 import re
 import shutil
@@ -111,11 +113,12 @@ def harness_questions(home: DataHome, split: str) -> tuple[pl.DataFrame, dict[st
     return keyed, left_out
 
 
-def export_for_harness(home: DataHome, fmt: str, out: Path | None = None, split: str = DEFAULT_SPLIT) -> HarnessExport:
+def export_for_harness(home: DataHome, fmt: str, out: Path | None = None, split: str = DEFAULT_SPLIT,
+                       with_answer_key: bool = False) -> HarnessExport:
     if fmt not in HARNESS_FORMATS:
         raise HarnessExportError(f"unknown export format {fmt!r}; use one of {', '.join(HARNESS_FORMATS)}")
     if fmt == "stem":
-        return _stem(home, out)
+        return _stem(home, out, with_answer_key)
     questions, left_out = harness_questions(home, split)
     out = Path(out) if out is not None else home.root / "export" / fmt
     out.mkdir(parents=True, exist_ok=True)
@@ -126,18 +129,52 @@ def export_for_harness(home: DataHome, fmt: str, out: Path | None = None, split:
     return result
 
 
-def _stem(home: DataHome, out: Path | None) -> HarnessExport:
+ANSWER_KEY_NAME = "test_answer_key.jsonl"
+
+
+class LfWriter:
+    """Tab-separated rows ending in LF, as VLMEvalKit's own TSV files; a cell holding a line
+    break (CR or LF) is quoted, as csv does only for the characters of its line ending."""
+
+    def __init__(self, handle):
+        self.handle = handle
+        self.buffer = io.StringIO()
+        self.writer = csv.writer(self.buffer, delimiter="\t", lineterminator="\r\n", quoting=csv.QUOTE_MINIMAL)
+
+    def writerow(self, row: list) -> None:
+        self.buffer.seek(0)
+        self.buffer.truncate()
+        self.writer.writerow(row)
+        self.handle.write(self.buffer.getvalue()[:-2] + "\n")
+
+
+def _stem(home: DataHome, out: Path | None, with_answer_key: bool = False) -> HarnessExport:
+    from pipelines.store.checksums import MANIFEST_NAME, checksum_lines, parse_checksums
+
     source = home.export.parent
     if not (source / "data").is_dir():
         raise HarnessExportError(f"no STEM export in {home.root}; run `stemforge build` first")
     rows = sum(pq.ParquetFile(p).metadata.num_rows for p in (source / "data").glob("*.parquet"))
     if out is None or Path(out).resolve() == source.resolve():
-        return HarnessExport("stem", source, sorted(source.rglob("*")), rows)
+        result = HarnessExport("stem", source, sorted(source.rglob("*")), rows)
+        if (source / ANSWER_KEY_NAME).exists():
+            result.notes.append(f"{ANSWER_KEY_NAME} here holds the hidden test answers; give --out DIR for a copy to upload without it")
+        return result
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise HarnessExportError(f"{out} exists and is not empty; give an empty or new folder for the copy")
-    shutil.copytree(source, out, dirs_exist_ok=True)
-    return HarnessExport("stem", out, sorted(p for p in out.rglob("*") if p.is_file()), rows)
+    left_out = () if with_answer_key else (ANSWER_KEY_NAME,)
+    shutil.copytree(source, out, dirs_exist_ok=True, ignore=lambda folder, names: [n for n in names if n in left_out]
+                    if Path(folder) == source else [])
+    result = HarnessExport("stem", out, [], rows)
+    manifest = out / MANIFEST_NAME
+    if left_out and manifest.exists():
+        entries = parse_checksums(manifest.read_text(encoding="utf-8")) or {}
+        atomic_write_text(manifest, checksum_lines({k: v for k, v in entries.items() if k not in left_out}))
+    if left_out and (source / ANSWER_KEY_NAME).exists():
+        result.notes.append(f"{ANSWER_KEY_NAME} (the hidden test answers) left out of the copy; --with-answer-key includes it")
+    result.files = sorted(p for p in out.rglob("*") if p.is_file())
+    return result
 
 
 # ---- VLMEvalKit --------------------------------------------------------------------------
@@ -185,7 +222,7 @@ def _vlmevalkit(questions: pl.DataFrame, store: ImageStore, out: Path, split: st
     path = out / f"{dataset_name(split)}.tsv"
     cache: dict[str, str] = {}
     with atomic_write(path, "w", newline="") as handle:
-        writer = csv.writer(handle, delimiter="\t", lineterminator="\r\n", quoting=csv.QUOTE_MINIMAL)
+        writer = LfWriter(handle)
         writer.writerow(header)
         for index, (r, options, images, hint) in enumerate(rows):
             encoded = [_b64_png(store, h, cache) for h in images]

@@ -238,7 +238,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     if not home.lake_path("questions").exists():
         raise CliError(f"no built dataset in {home.root}; run `stemforge build` first")
     try:
-        result = export_for_harness(home, args.format, Path(args.out) if args.out else None, split=args.split)
+        result = export_for_harness(home, args.format, Path(args.out) if args.out else None, split=args.split,
+                                    with_answer_key=args.with_answer_key)
     except HarnessExportError as exc:
         raise CliError(str(exc)) from None
     what = "rows" if args.format == "stem" else f"{args.split} questions"
@@ -362,6 +363,19 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 # ---- parser --------------------------------------------------------------------------
 
+def source_help() -> str:
+    """``--source``'s help: every registered source kind as it is written (never out of date)."""
+    from pipelines.ingest.sources import source_kinds
+
+    kinds = []
+    for name, kind in source_kinds().items():
+        if name == "http":
+            kinds.append(f"{kind.usage}[?layout=FILE]")
+        else:
+            kinds.append(f"{kind.usage}[?{'query' if name == 'python' else 'mapping'}]" if kind.query else kind.usage)
+    return "a source spec: " + " | ".join(kinds) + " (repeatable; default: demo; README, Sources)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stemforge", description="Build, evaluate and profile a multimodal STEM benchmark.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -370,7 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--home", help="data home (default: $STEMFORGE_HOME, else ./stemforge-data)")
 
     p = sub.add_parser("build", help="materialize the asset graph (one run over all sources)")
-    p.add_argument("--source", action="append", help="demo | http://HOST:PORT/ | stem-parquet:PATH | scienceqa:PATH | jsonl:PATH[?mapping] | json:PATH[?mapping] | python:MODULE:FUNCTION[?query] (repeatable; default: demo)")
+    p.add_argument("--source", action="append", help=source_help())
     add_home(p)
     p.add_argument("--select", help="a Dagster asset selection, e.g. group:ingest (the warehouse is always published; default: every asset)")
     p.add_argument("--seed", type=int, default=BuildSettings.seed,
@@ -453,7 +467,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="test", metavar="SPLIT",
                    help="train | valid | test: the split a harness format holds, questions with an answer key only (default: %(default)s)")
     p.add_argument("--out", metavar="DIR",
-                   help="folder to write (default: the home's export/vlmevalkit or export/lmms-eval; for stem: export/stem itself, or a copy at DIR)")
+                   help="folder to write (default: the home's export/vlmevalkit or export/lmms-eval; for stem: export/stem itself, or a copy at DIR to upload)")
+    p.add_argument("--with-answer-key", action="store_true",
+                   help="stem --out DIR: copy test_answer_key.jsonl, the hidden test answers, too (default: left out)")
     add_home(p)
     p.set_defaults(func=cmd_export)
 
@@ -482,7 +498,13 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--out", required=True, help="the file to write the truth to (required)")
         p.set_defaults(func=func)
 
-    p = sub.add_parser("latex", help="convert formulas in stdin lines to LaTeX")
+    p = sub.add_parser(
+        "latex", help="convert formulas in stdin lines to LaTeX",
+        description="Read lines from stdin and print each with its formulas in LaTeX, as the build's LaTeX "
+        "stage converts question texts: plain-text maths (3 × 4, ½, x², ≤, 45°) becomes \\( ... \\), prose "
+        "is left unchanged, TeX math already in the line is kept ($...$ written as \\( ... \\)).",
+        epilog='example: echo "What is 3 × 4 ÷ ½? Is x² ≤ 45°?" | stemforge latex',
+    )
     p.set_defaults(func=cmd_latex)
     return parser
 

@@ -28,7 +28,7 @@ def test_the_crawl_bar_never_goes_back_and_reaches_100_percent(monkeypatch):
         progress.update(done, force=True)
         shown.append(progress.bar.n)
     progress.close(complete=True)
-    assert shown == sorted(shown), shown
+    assert shown == sorted(shown) and shown[-1] == 99, shown  # 100% only once the crawl is complete
     percentages = [int(p) for p in re.findall(r"crawl:\s+(\d+)%", stderr.getvalue())]
     assert percentages == sorted(percentages) and percentages[-1] == 100
     assert "urls=10543/10543" in stderr.getvalue()

@@ -497,11 +497,11 @@ class _Progress:
 
     Links found on the way add URLs (the total grows from a few thousand to over ten thousand
     on the demo site), so a bar over URL counts would move backwards; this one shows the
-    highest share reached so far (per mille), the URL counts beside it, and 100% when the
-    crawl is complete.
+    highest share reached so far (whole percents, 99% at most until the crawl is complete), the
+    URL counts beside it, and 100% when the crawl is complete.
     """
 
-    SCALE = 1000
+    SCALE = 100
 
     def __init__(self, config: CrawlConfig, report: CrawlReport, frontier: Frontier):
         self.callback = config.progress if callable(config.progress) else None
@@ -518,9 +518,9 @@ class _Progress:
                 bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}{postfix}]",
             )
 
-    def advance(self, share: float) -> None:
+    def advance(self, share: float, complete: bool = False) -> None:
         """Move the bar to ``share`` (0..1) of the crawl, never back."""
-        target = min(self.SCALE, int(share * self.SCALE))
+        target = self.SCALE if complete else min(self.SCALE - 1, int(share * self.SCALE))
         if self.bar is not None and target > self.bar.n:
             self.bar.update(target - self.bar.n)
 
@@ -544,7 +544,7 @@ class _Progress:
     def close(self, complete: bool = False) -> None:
         if self.bar is not None:
             if complete:
-                self.advance(1.0)
+                self.advance(1.0, complete=True)
             self.bar.close()
 
 
