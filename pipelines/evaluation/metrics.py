@@ -124,6 +124,7 @@ QUESTION_TYPE_TOP = 10
 QUESTION_TYPE_OTHER = "other"
 
 ECE_BINS = 10
+HUMAN_SAMPLE_METRIC = "accuracy_human_sample"  # reference_results.TABLE_8_ACCURACY_METRIC
 MAX_OPTIONS = 20
 # 1/k is summed as INVERSE_K_SCALE/k, an integer for every k <= MAX_OPTIONS: sums are exact
 # whatever the row order, and the scale does not depend on which splits are scored
@@ -460,6 +461,55 @@ def random_expected(frame: pl.DataFrame) -> PerQuestion:
 @register_metric(metric="ece", higher_is_better=False, aggregation="rows")
 def ece(inputs: MeasureInputs) -> pl.DataFrame | None:
     return ece_rows(inputs.frame) if inputs.frame.height else None
+
+
+HUMAN_SAMPLE_SIZE = 20
+
+
+def human_sample_accuracy(frame: pl.DataFrame, seed: int = 0) -> pl.DataFrame:
+    """Table 8's accuracy columns for our models: per (split, subject), a seeded sample of
+    ``HUMAN_SAMPLE_SIZE`` questions (the paper's humans answered 20 per subject), each scored by
+    the model's accuracy on the question's skill, averaged (as the paper scored its models).
+
+    ``frame`` is a prepared scored frame. The sample depends only on (seed, split, subject) and
+    the split's questions; a model is scored on the sampled questions whose skill it answered.
+    """
+    questions = frame.select(
+        pl.col("split").cast(pl.String), pl.col("subject").cast(pl.String), pl.col("skill_key").cast(pl.String), "question_id"
+    ).unique().sort(["split", "subject", "question_id"])
+    samples = []
+    for (split, subject), group in questions.group_by(["split", "subject"], maintain_order=True):
+        rng = np.random.default_rng(stream_seed(seed, "human-sample", split, subject))
+        size = min(HUMAN_SAMPLE_SIZE, group.height)
+        samples.append(group[sorted(rng.choice(group.height, size=size, replace=False).tolist())])
+    if not samples:
+        return empty_metrics()
+    sample = pl.concat(samples).select("split", "subject", "skill_key")
+    skill_accuracy = frame.group_by(
+        pl.col("model").cast(pl.String), pl.col("split").cast(pl.String), pl.col("skill_key").cast(pl.String)
+    ).agg(pl.col("is_correct").mean().alias("skill_accuracy"))
+    rows = (
+        sample.join(skill_accuracy, on=["split", "skill_key"], how="inner")
+        .sort(["model", "split", "subject", "skill_key"])
+        .group_by(["model", "split", "subject"], maintain_order=True)
+        .agg((pl.col("skill_accuracy").mean() * PERCENT).alias("value"), pl.len().cast(pl.Int64).alias("n"))
+    )
+    return rows.select(
+        "model",
+        "split",
+        pl.lit(HUMAN_SAMPLE_METRIC).alias("metric"),
+        pl.lit("subject").alias("group_by"),
+        pl.col("subject").alias("group_value"),
+        "value",
+        "n",
+        pl.lit(None, pl.Float64).alias("ci_low"),
+        pl.lit(None, pl.Float64).alias("ci_high"),
+    )
+
+
+@register_metric(metric=HUMAN_SAMPLE_METRIC, higher_is_better=True, aggregation="rows")
+def accuracy_human_sample(inputs: MeasureInputs) -> pl.DataFrame | None:
+    return human_sample_accuracy(inputs.frame, seed=inputs.seed) if inputs.frame.height else None
 
 
 @register_metric(metric="circular_accuracy", higher_is_better=True, aggregation="rows")

@@ -19,9 +19,10 @@ number here is OUR ASSUMPTION, kept in ``SmartScoreRules`` (printed in the repor
 * a SmartScore skill with fewer than ``min_questions`` questions in the split (default 5:
   below that even a model answering everything right cannot pass 50) is not scored: no skill
   row, and it is left out of the subject, grade and macro means;
-* ``skill_sample``: ``"all"`` scores every eligible skill; ``"paper"`` scores a seeded random
-  sample of eligible skills per (split, subject) of the sizes in ``sample_sizes`` (the paper:
-  40 maths and 30 science skills; engineering and technology all), the same for every model.
+* ``skill_sample``: ``"all"`` scores every eligible skill; ``"paper"`` scores, per (split,
+  subject) of ``sample_sizes`` (the paper: 40 maths and 30 science skills; engineering and
+  technology all), the paper's Table 10 skills the build has, topped up with a seeded sample of
+  its other skills where it lacks some (``exam_sample`` notes it), the same for every model.
 
 Aggregates (metric ``exam_score`` in the ``metrics`` schema, values in SmartScore points):
 ``skill`` (group value ``<grade>/<skill>``, n = the model's questions in the skill; 95%
@@ -43,6 +44,8 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import polars as pl
+
+from pipelines.evaluation.paper_exam_tables import paper_skill_list
 
 from pipelines.evaluation.metric_rows import (
     DEFAULT_BOOTSTRAP,
@@ -67,6 +70,7 @@ from pipelines.evaluation.metric_rows import (
 NO_QUESTION = -1
 SKILL_SAMPLES = ("all", "paper")
 PAPER_SAMPLE_SIZES: tuple[tuple[str, int], ...] = (("math", 40), ("science", 30))
+PAPER_SKILLS: dict[str, tuple[str, ...]] = paper_skill_list()
 
 
 @dataclass(frozen=True)
@@ -199,8 +203,8 @@ class SmartScoreRules:
             return "skills scored: all eligible skills of every subject"
         sizes = ", ".join(f"{size} {subject}" for subject, size in self.sample_sizes)
         return (
-            f"skills scored: a seeded random sample per subject ({sizes}; other subjects all), "
-            "as in the paper, the same skills for every model"
+            f"skills scored: the paper's Table 10 skills ({sizes}; other subjects all), the same for every "
+            "model; where a build lacks some, a seeded random sample of its other skills fills the subject's quota"
         )
 
 
@@ -290,26 +294,61 @@ def session_orders(questions: pl.DataFrame, rules: SmartScoreRules, seed: int) -
 
 
 def scored_skills(questions: pl.DataFrame, rules: SmartScoreRules, seed: int) -> pl.DataFrame:
-    """The (split, skill_key) exams that are scored: accuracy-subject skills all; SmartScore
-    skills with at least ``min_questions`` questions, sampled per (split, subject) when
-    ``skill_sample == "paper"`` (seeded by ``seed`` and the subject name only)."""
+    """The (split, skill_key) exams that are scored (see ``exam_sample``)."""
+    return exam_sample(questions, rules, seed)[0]
+
+
+def exam_sample(questions: pl.DataFrame, rules: SmartScoreRules, seed: int) -> tuple[pl.DataFrame, list[str]]:
+    """The (split, skill_key) exams that are scored, and notes on the paper's sample.
+
+    Accuracy-subject skills all; SmartScore skills with at least ``min_questions`` questions.
+    With ``skill_sample == "paper"``, a subject of ``sample_sizes`` takes the skills of the
+    paper's Table 10 (``PAPER_SKILLS``) that the build has; where it lacks some, the rest of its
+    quota is a seeded sample (``seed``, split and subject) of its other skills, and a note says so.
+    """
     sizes = questions.group_by(["split", "subject", "skill_key"]).agg(pl.len().alias("size")).sort(
         ["split", "subject", "skill_key"]
     )
     by_accuracy = pl.col("subject").is_in(list(rules.accuracy_subjects))
     eligible = sizes.filter(by_accuracy | (pl.col("size") >= rules.min_questions))
     if rules.skill_sample == "all":
-        return eligible.select("split", "skill_key")
+        return eligible.select("split", "skill_key"), []
     quota = dict(rules.sample_sizes)
     kept = [eligible.filter(by_accuracy).select("split", "skill_key")]
+    notes: list[str] = []
     for (split, subject), group in eligible.filter(~by_accuracy).group_by(["split", "subject"], maintain_order=True):
         keys = group["skill_key"].to_list()
         size = quota.get(str(subject))
-        if size is not None and size < len(keys):
-            rng = np.random.default_rng([seed, zlib.crc32(f"{split}/{subject}".encode())])
-            keys = sorted(keys[i] for i in rng.choice(len(keys), size=size, replace=False))
+        if size is not None:
+            listed = set(PAPER_SKILLS.get(str(subject), ()))
+            chosen = [k for k in keys if k in listed]
+            others = [k for k in keys if k not in listed]
+            wanted = max(0, size - len(chosen))
+            if wanted and others:
+                rng = np.random.default_rng([seed, zlib.crc32(f"{split}/{subject}".encode())])
+                picked = rng.choice(len(others), size=min(wanted, len(others)), replace=False)
+                chosen += [others[i] for i in picked]
+            if listed and len(chosen) > len(listed & set(keys)):
+                notes.append(
+                    f"{subject} ({split}): {len(listed & set(keys))} of the paper's {len(listed)} Table 10 skills are in "
+                    f"this build; {len(chosen) - len(listed & set(keys))} more drawn at random from its other skills"
+                )
+            keys = sorted(chosen)
         kept.append(pl.DataFrame({"split": [split] * len(keys), "skill_key": keys}, schema={"split": pl.String, "skill_key": pl.String}))
-    return pl.concat(kept, how="vertical")
+    return pl.concat(kept, how="vertical"), notes
+
+
+def paper_sample_notes(scored: pl.DataFrame, rules: SmartScoreRules, seed: int = 0) -> list[str]:
+    """Where ``skill_sample == "paper"`` could not take the paper's skills (``exam_sample``)."""
+    if rules.skill_sample != "paper" or scored.height == 0:
+        return []
+    questions = scored.select(
+        pl.col("split").cast(pl.String),
+        pl.col("subject").cast(pl.String),
+        skill_key_expr().alias("skill_key"),
+        pl.col("question_id").cast(pl.String),
+    ).unique(subset=["split", "skill_key", "question_id"])
+    return exam_sample(questions, rules, seed)[1]
 
 
 def exam_scores(

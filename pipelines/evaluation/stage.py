@@ -40,6 +40,7 @@ from pipelines.evaluation.models.registry import (
 from pipelines.evaluation.predictions_import import import_predictions
 from pipelines.evaluation.reference_results import PAPER_PREFIX, reference_metrics
 from pipelines.evaluation.exam_calibration import CALIBRATED_RULES
+from pipelines.evaluation.smartscore import paper_sample_notes
 from pipelines.settings import BuildSettings
 from pipelines.store.home import DataHome, stable_file_stem
 from pipelines.store.images import ImageStore
@@ -481,6 +482,7 @@ def _metrics(home: DataHome, settings: BuildSettings) -> dict:
     scored, left_out = _scorable(scored_frame(home), settings)
     parts = [reference_metrics()]
     rel = None
+    exam_notes: list[str] = []
     if scored.height:
         parts.append(coverage_rows(scored))
         circular_files = sorted((home.lake / "circular").glob("*.parquet")) if (home.lake / "circular").exists() else []
@@ -492,6 +494,7 @@ def _metrics(home: DataHome, settings: BuildSettings) -> dict:
         parts.append(compute_metrics(scored, bootstrap=settings.bootstrap, seed=settings.seed, circular=circular,
                                      smartscore=smartscore_rules(settings)))
         rel = reliability_table(scored)
+        exam_notes = paper_sample_notes(scored, smartscore_rules(settings), seed=settings.seed)
     metrics = pl.concat([p for p in parts if p is not None and p.height], how="vertical_relaxed") if parts else empty_metrics()
     write_table(metrics, home.lake_path("metrics"))
     if rel is not None:
@@ -499,7 +502,8 @@ def _metrics(home: DataHome, settings: BuildSettings) -> dict:
     else:
         home.lake_path("reliability").unlink(missing_ok=True)
     models = sorted(scored["model"].unique().to_list()) if scored.height else []
-    return {"models": models, "rows": metrics.height, "scored_predictions": scored.height, "left_out": left_out}
+    return {"models": models, "rows": metrics.height, "scored_predictions": scored.height, "left_out": left_out,
+            "exam_sample_notes": exam_notes}
 
 
 def _scorable(scored: pl.DataFrame, settings: BuildSettings) -> tuple[pl.DataFrame, dict[str, str]]:

@@ -513,10 +513,25 @@ def _evaluation_section(
     if smartscore_rules is not None and hasattr(smartscore_rules, "for_subject"):
         parts.append(_exam_calibration_html(smartscore_rules))
 
-    table8 = paper.filter(pl.col("metric").is_in(["exam_score", "accuracy_human_sample"]))
+    table8_metrics = ["exam_score", "accuracy_human_sample"]
+    table8 = pl.concat(
+        [
+            paper.filter(pl.col("metric").is_in(table8_metrics)),
+            own.filter(pl.col("metric").is_in(table8_metrics) & (pl.col("group_by") == "subject")),
+        ],
+        how="vertical",
+    )
     if table8.height:
-        parts.append("<details><summary>The paper's Table 8 (models vs humans)</summary>")
-        parts.append(html_table(table8.select("model", "metric", "group_value", "value").sort(["metric", "model", "group_value"])))
+        parts.append("<details><summary>Table 8 (models vs humans): the paper's rows and ours</summary>")
+        parts.append(
+            '<p class="note">accuracy_human_sample: 20 sampled questions per subject, each scored by the model\'s '
+            "accuracy on the question's skill (the paper's method; its humans answered those 20).</p>"
+        )
+        parts.append(html_table(
+            table8.select("model", "metric", pl.col("group_value").alias("subject"), "value", "n")
+            .pivot(on="subject", index=["model", "metric"], values="value", aggregate_function="first")
+            .sort(["metric", "model"])
+        ))
         parts.append("</details>")
 
     skills = own.filter((pl.col("group_by") == "skill") & pl.col("metric").is_in(["accuracy", "exam_score"]))
@@ -595,7 +610,7 @@ def _profiles_section(profiles: pl.DataFrame | None, colors: dict[str, str] | No
 
 
 def _run_info_section(run_info: Mapping[str, Any]) -> str:
-    shown = {k: v for k, v in run_info.items() if k not in {"title", "smartscore_rules"}}
+    shown = {k: v for k, v in run_info.items() if k not in {"title", "smartscore_rules", "exam_sample_notes"}}
     if not shown:
         return ""
     rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in sorted(shown.items()))
@@ -738,7 +753,7 @@ def render_report(
             figures,
             metrics,
             reliability,
-            _smartscore_lines(run_info),
+            _smartscore_lines(run_info) + [f"the paper's sample: {note}" for note in run_info.get("exam_sample_notes") or []],
             bootstrap=int(run_info.get("bootstrap", 0) or 0),
             smartscore_rules=_smartscore_rules(run_info),
         ),

@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from pipelines.evaluation.reference_results import PAPER_PREFIX
+from pipelines.evaluation.smartscore import paper_sample_notes
 from pipelines.evaluation.stage import comparisons_with_best_baseline, scored_frame, smartscore_rules
 from pipelines.profiles.cogme.manual import load_manual_tags
 from pipelines.profiles.cogme.profiles import dataset_profile, frequency_accuracy_relation, model_profiles, preferred_tags
@@ -150,6 +151,8 @@ def _report(home: DataHome, settings: BuildSettings) -> Path:
         "bootstrap": settings.bootstrap,
         "smartscore_rules": smartscore_rules(settings).as_dict(),
     }
+    if settings.exam_skills == "paper":
+        run_info["exam_sample_notes"] = paper_sample_notes(scored_frame(home), smartscore_rules(settings), settings.seed)
     comparisons = _baseline_comparisons(home, settings, tables["metrics"])
     try:
         return write_report(home.reports / "index.html", **tables, comparisons=comparisons, run_info=run_info)

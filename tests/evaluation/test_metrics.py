@@ -411,6 +411,7 @@ def test_every_measure_is_registered_with_its_direction_and_exam_score_is_one_of
         "ece": ("rows", False),
         "circular_accuracy": ("rows", True),
         "exam_score": ("rows", True),
+        "accuracy_human_sample": ("rows", True),
     }
     scored, _ = random_guessers(models=2, questions=200, seed=5)
     rules = SmartScoreRules(min_questions=1)
@@ -420,3 +421,23 @@ def test_every_measure_is_registered_with_its_direction_and_exam_score_is_one_of
         register_metric(metric="accuracy", higher_is_better=True)(lambda frame: "is_failed")
     with pytest.raises(ValueError, match="aggregation"):
         register_metric(metric="median_thing", higher_is_better=True, aggregation="median")
+
+
+def test_table_8_accuracy_columns_are_computed_for_models():
+    from pipelines.evaluation.metrics import HUMAN_SAMPLE_SIZE
+    from pipelines.evaluation.reference_results import TABLE_8_ACCURACY_METRIC
+
+    rows = []
+    for i in range(60):
+        skill = "easy" if i % 2 else "hard"
+        rows.append({"question_id": f"q{i:03d}", "skill": skill, "correct": skill == "easy" or i % 4 == 0})
+    metrics = compute_metrics(make_scored(rows), seed=1)
+    cell = pick(metrics, TABLE_8_ACCURACY_METRIC, "subject", "math")
+    assert cell["n"] == HUMAN_SAMPLE_SIZE
+    # each sampled question scores the skill accuracy: easy 100%, hard 50%
+    easy = sum(1 for r in rows if r["skill"] == "easy")
+    assert any(
+        cell["value"] == pytest.approx(100.0 * k / HUMAN_SAMPLE_SIZE + 50.0 * (HUMAN_SAMPLE_SIZE - k) / HUMAN_SAMPLE_SIZE)
+        for k in range(HUMAN_SAMPLE_SIZE + 1)
+    )
+    assert 50.0 <= cell["value"] <= 100.0 and easy == 30

@@ -245,3 +245,26 @@ def test_smartscore_and_metrics_depend_one_way():
     from pipelines.evaluation.metrics import measures
 
     assert "exam_score" in measures()
+
+
+def test_paper_sample_takes_table_10_skills_and_notes_what_a_build_lacks():
+    from pipelines.evaluation.paper_exam_tables import paper_skill_list
+    from pipelines.evaluation.smartscore import paper_sample_notes
+
+    listed = paper_skill_list()["science"]
+    frames = []
+    for i, key in enumerate(listed[:10]):  # the build has 10 of the paper's 30 science skills
+        grade, skill = key.split("/")
+        frames.append(skill_frame({"m": [True] * 5}, skill=skill, subject="science", grade=grade, prefix=f"p{i:02d}"))
+    for i in range(40):
+        frames.append(skill_frame({"m": [True] * 5}, skill=f"other{i:02d}", subject="science", prefix=f"o{i:02d}"))
+    scored = pl.concat(frames)
+    paper = SmartScoreRules(skill_sample="paper")
+    skills = exam_scores(scored, paper, seed=2).filter((pl.col("group_by") == "skill"))["group_value"].to_list()
+    assert len(skills) == 30
+    assert set(listed[:10]) <= set(skills)  # every paper skill the build has is scored
+    notes = paper_sample_notes(scored, paper, seed=2)
+    assert notes == [
+        "science (test): 10 of the paper's 30 Table 10 skills are in this build; 20 more drawn at random from its other skills"
+    ]
+    assert paper_sample_notes(scored, RULES, seed=2) == []
