@@ -192,12 +192,6 @@ def ahashes() -> np.ndarray:
     return np.array([_ahash_of(f.path) for f in pool()], dtype=np.uint64)
 
 
-def average_hash(data: bytes) -> int:
-    grey = flat(data).convert("L")
-    small = np.asarray(grey.resize((8, 8), Image.Resampling.LANCZOS), dtype=np.float64).ravel()
-    return int("".join("1" if b else "0" for b in small > small.mean()), 2)
-
-
 def _drawing_signature(im: Image.Image, side: int = 96) -> np.ndarray:
     """The drawing cut to its ink and squeezed to side x side, grey in [0, 1]."""
     box = ink_box(ink_mask(im)) or (0, 0, im.width, im.height)
