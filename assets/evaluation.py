@@ -46,6 +46,8 @@ def evaluation_metrics(context: dg.AssetExecutionContext, stemforge: StemforgeSe
     metrics, figures = evaluation.metrics_stage(settings.data_home, settings)
     for model, reason in (figures.get("left_out") or {}).items():
         context.log.warning(f"model {model} left out of the metrics: {reason}")
+    for note in figures.get("coverage_notes") or []:
+        context.log.warning(note)
     for note in figures.get("exam_sample_notes") or []:
         context.log.warning(f"--exam-skills paper: {note}")
     headline = metrics.filter(

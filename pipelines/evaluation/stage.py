@@ -12,6 +12,7 @@ their settings (``pipelines/store/memo.py``).
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable
@@ -290,9 +291,16 @@ def reserved_name_reason(model: str) -> str | None:
     return None
 
 
-def import_predictions_file(home: DataHome, path: Path, model: str, fmt: str = "auto") -> dict:
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def import_predictions_file(
+    home: DataHome, path: Path, model: str, fmt: str = "auto", log: Callable[[str], None] = _to_stderr
+) -> dict:
     """Validate and store predictions from a file; returns figures (rows, per split the
-    questions with a key and how many of them have no prediction). Raises ValueError."""
+    questions with a key and how many of them have no prediction, ``replaced``: the rows of an
+    earlier import under the same name, which ``log`` is told about). Raises ValueError."""
 
     reason = reserved_name_reason(model)
     if reason:
@@ -326,14 +334,21 @@ def import_predictions_file(home: DataHome, path: Path, model: str, fmt: str = "
         pl.lit(None, pl.String).alias("raw"),
         pl.lit("import").alias("origin"),
     ).cast(PREDICTIONS_SCHEMA).sort("question_id")
-    write_table(frame, import_path(home, model))
+    target = import_path(home, model)
+    replaced = None
+    if target.exists():
+        earlier = pl.read_parquet(target, columns=["split"])
+        replaced = dict(earlier.group_by("split").len().sort("split").iter_rows())
+        described = ", ".join(f"{n} {split}" for split, n in replaced.items()) or "no"
+        log(f"note: model {model} was already imported ({described} predictions); this import replaces it")
+    write_table(frame, target)
     coverage = {}
     keyed = questions.filter(pl.col("answer_idx") >= 0)
     for split in sorted(frame["split"].unique().to_list()):
         total = keyed.filter(pl.col("split") == split).height
         answered = frame.filter(pl.col("split") == split).height
         coverage[split] = {"questions": total, "missing": total - answered}
-    return {"rows": frame.height, "coverage": coverage}
+    return {"rows": frame.height, "coverage": coverage, "replaced": replaced}
 
 
 def imported_models(home: DataHome) -> list[dict]:
@@ -502,7 +517,8 @@ def _metrics(home: DataHome, settings: BuildSettings) -> dict:
     else:
         home.lake_path("reliability").unlink(missing_ok=True)
     models = sorted(scored["model"].unique().to_list()) if scored.height else []
-    return {"models": models, "rows": metrics.height, "scored_predictions": scored.height, "left_out": left_out,
+    coverage_notes = coverage_gaps(scored) if scored.height else []
+    return {"coverage_notes": coverage_notes, "models": models, "rows": metrics.height, "scored_predictions": scored.height, "left_out": left_out,
             "exam_sample_notes": exam_notes}
 
 
@@ -543,3 +559,21 @@ def coverage_rows(scored: pl.DataFrame) -> pl.DataFrame:
             .cast(METRICS_SCHEMA)
         )
     return pl.concat(parts).sort("model", "split", "group_by", "group_value")
+
+
+def coverage_gaps(scored: pl.DataFrame) -> list[str]:
+    """One line per (imported model, split) that lacks predictions for some keyed questions
+    (questions a rebuild added after the import, or left out of its file): they count as wrong."""
+    missing = (
+        scored.filter(pl.col("origin") == "import")
+        .group_by("model", "split")
+        .agg(pl.len().alias("questions"), (pl.col("error") == MISSING_PREDICTION).fill_null(False).sum().alias("missing"))
+        .filter(pl.col("missing") > 0)
+        .sort("model", "split")
+    )
+    return [
+        f"imported model {model} has no prediction for {lacking} of the {total} {split} questions "
+        f"(coverage {100.0 * (total - lacking) / total:.1f}%): they count as wrong; re-import its predictions "
+        "on the current questions to score them"
+        for model, split, total, lacking in missing.select("model", "split", "questions", "missing").iter_rows()
+    ]

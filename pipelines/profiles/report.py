@@ -315,12 +315,22 @@ def _summary_table(metrics: pl.DataFrame) -> str:
     if accuracy.height == 0:
         return '<p class="note">No accuracy rows.</p>'
     subjects = _subject_categories(_select(accuracy, "accuracy", "subject")["group_value"].unique().to_list())
-    header = ["model", "split", "macro", "micro", *subjects]
+    header = ["model", "split", "coverage", "macro", "micro", *subjects]
     lookup = {(r["model"], r["split"], r["group_by"], r["group_value"]): r for r in accuracy.iter_rows(named=True)}
+    coverage = {
+        (r["model"], r["split"]): r["value"]
+        for r in metrics.filter((pl.col("metric") == "coverage") & (pl.col("group_by") == "micro")).iter_rows(named=True)
+    }
     pairs = {(r["model"], r["split"]) for r in accuracy.iter_rows(named=True)}
     body = []
     for model, split in sorted(pairs, key=lambda p: (p[0].startswith(PAPER_PREFIX), p[0], p[1])):
-        cells = [f"<td>{escape(model)}</td>", f"<td>{escape(split)}</td>"]
+        covered = coverage.get((model, split))
+        mark = ' class="num short"' if covered is not None and covered < 100.0 else ' class="num"'
+        cells = [
+            f"<td>{escape(model)}</td>",
+            f"<td>{escape(split)}</td>",
+            f"<td{mark}>{'' if covered is None else escape(f'{covered:.1f}%')}</td>",
+        ]
         for group_by, group_value in [("macro", "all"), ("micro", "all"), *[("subject", s) for s in subjects]]:
             row = lookup.get((model, split, group_by, group_value))
             cells.append(f'<td class="num">{escape(_value_with_interval(row))}</td>')
@@ -404,6 +414,18 @@ def _evaluation_section(
             )
         )
     parts.append(_summary_table(combined.filter(pl.col("split") == split)))
+    short = combined.filter(
+        (pl.col("metric") == "coverage") & (pl.col("group_by") == "micro") & (pl.col("split") == split) & (pl.col("value") < 100.0)
+    ).sort("model")
+    if short.height:
+        listed = "; ".join(
+            f"{r['model']}: {r['value']:.1f}% of {r['n']:,} questions" for r in short.iter_rows(named=True)
+        )
+        parts.append(
+            '<p class="note caveat">Coverage below 100%: questions these models have no prediction for (added by a '
+            f"rebuild after their import, or left out of their file) count as wrong ({escape(listed)}). "
+            "Re-import their predictions on the current questions to score them fully.</p>"
+        )
 
     grade_cells = _select(own, "accuracy", "grade")
     grades = sorted((g for g in grade_cells["group_value"].unique().to_list() if g != NO_GRADE), key=_grade_sort_key)
