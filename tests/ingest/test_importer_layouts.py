@@ -260,7 +260,7 @@ def test_sources_does_not_import_spec():
 
 EXAMPLE = re.compile(
     r"```sh\n# (?P<file>[\w.]+\.jsonl?): [^\n]*\n(?P<data>(?:# [ {][^\n]*\n)+)"
-    r"\.venv/bin/stemforge build --source \"(?P<spec>[^\"]+)\"\n# -> [^\n]*\n```"
+    r"\.venv/bin/stemforge build --source \"(?P<spec>[^\"]+)\"(?: --home \S+)?\n# -> [^\n]*\n```"
 )
 
 
