@@ -11,6 +11,17 @@ fields and settings apply). Image values are paths, resolved against ``image_roo
 (relative to the current folder, by default the current folder) and never outside it, or
 image bytes. ``source_key`` is ``<FUNCTION>#<0-based position>``.
 
+A source spec is data (anyone who can launch a run in the UI writes one), so the code it names
+is loaded only from places the operator allows:
+
+- a ``.py`` file or a module inside a plugins folder: ``plugins/`` of the current folder (the
+  project) or ``plugins/`` of the data home;
+- a module, a folder or a ``.py`` file named in ``STEMFORGE_PYTHON_SOURCES`` (comma-separated),
+  an environment variable of the process that builds, which only the operator sets.
+
+Never the standard library (``python:os:system`` is refused even when named in the setting), and
+never a module that only the spec names (a run config cannot reach the Python path).
+
 A function that cannot be imported, or that raises, fails the source with one line
 (``ImportSourceError``); a record that cannot be used is quarantined like any other. What the
 function reads is unknown to stemforge, so a ``python:`` source is imported on every build.
@@ -20,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -49,13 +61,49 @@ def split_target(location: str) -> tuple[str, str]:
     return module, function
 
 
-def load_function(location: str) -> Callable[..., Any]:
+ALLOWED_ENV = "STEMFORGE_PYTHON_SOURCES"
+PLUGINS_FOLDER = "plugins"
+_WHERE = (f"put it in {PLUGINS_FOLDER}/ of the project or of the data home, or name it in "
+          f"{ALLOWED_ENV} (a setting of the operator, not of a run)")
+
+
+def _standard_library(module_name: str) -> bool:
+    top = module_name.split(".")[0]
+    return top in sys.stdlib_module_names or top in sys.builtin_module_names
+
+
+def allowed_places(home: Path | None = None) -> tuple[list[Path], set[str]]:
+    """(folders and ``.py`` files, module names) the operator allows ``python:`` code from."""
+    places = [Path.cwd() / PLUGINS_FOLDER]
+    if home is not None:
+        places.append(Path(home) / PLUGINS_FOLDER)
+    modules: set[str] = set()
+    for entry in os.environ.get(ALLOWED_ENV, "").split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        if all(part.isidentifier() for part in entry.split(".")):
+            modules.add(entry)
+        else:
+            places.append(Path(entry).expanduser())
+    return [p.resolve() for p in places], modules
+
+
+def _inside(path: Path, places: list[Path]) -> bool:
+    return any(path == place or path.is_relative_to(place) for place in places)
+
+
+def load_function(location: str, home: Path | None = None) -> Callable[..., Any]:
     module_name, function_name = split_target(location)
+    places, modules = allowed_places(home)
     try:
         if module_name.endswith(".py"):
-            module = _load_file(Path(module_name))
+            path = Path(module_name).expanduser().resolve()
+            if not _inside(path, places):
+                raise ImportSourceError(f"python: {path} is not in a place allowed for python: sources; {_WHERE}")
+            module = _load_file(path)
         else:
-            module = _import(module_name)
+            module = _import(module_name, places, modules)
     except ImportSourceError:
         raise
     except Exception as exc:  # any error raised while importing user code
@@ -66,18 +114,28 @@ def load_function(location: str) -> Callable[..., Any]:
     return function
 
 
-def _import(name: str):
+def _import(name: str, places: list[Path], modules: set[str]):
+    if _standard_library(name):
+        raise ImportSourceError(f"python: {name} is the standard library, never a source")
+    parts = name.split(".")
+    if any(".".join(parts[:n]) in modules for n in range(1, len(parts) + 1)):
+        return importlib.import_module(name)  # named by the operator
+    top = parts[0]
+    folders = [str(p) for p in places if p.is_dir()]
+    found = importlib.machinery.PathFinder.find_spec(top, folders) if folders else None
+    if found is None or found.origin is None:
+        raise ImportSourceError(f"python: {name} is not in a place allowed for python: sources; {_WHERE}")
+    origin = Path(found.origin).resolve()
+    loaded = sys.modules.get(top)
+    if loaded is not None and Path(getattr(loaded, "__file__", None) or "/").resolve() != origin:
+        raise ImportSourceError(f"python: {top} is already another module ({getattr(loaded, '__file__', None)}); rename the plugin")
+    folder = str(Path(found.origin).parent if found.submodule_search_locations is None
+                 else Path(found.origin).parent.parent)
+    sys.path.insert(0, folder)
     try:
         return importlib.import_module(name)
-    except ModuleNotFoundError:
-        cwd = os.getcwd()
-        if cwd in sys.path:
-            raise
-        sys.path.insert(0, cwd)
-        try:
-            return importlib.import_module(name)
-        finally:
-            sys.path.remove(cwd)
+    finally:
+        sys.path.remove(folder)
 
 
 def _load_file(path: Path):
@@ -112,13 +170,15 @@ def python_target(location: str) -> str:
         return f"{path.resolve()}:{function}"
     if not all(part.isidentifier() for part in module.split(".")):
         raise SourceLocationError(f"{module!r} is not a module name or a .py file")
+    if _standard_library(module):
+        raise SourceLocationError(f"{module} is the standard library, never a source")
     return location
 
 
 # what the function reads is unknown: the default watch (none) imports it every build
 @register_source("python", usage="python:MODULE:FUNCTION", query=True, location=python_target)
 def iter_python_records(spec: SourceSpec, images: ImageStore) -> Iterator[Record]:
-    function = load_function(spec.location)  # raises before iteration starts
+    function = load_function(spec.location, images.root.parent)  # raises before iteration starts
     mapping = RowMapping(spec.options, "python", passthrough=True)
     root = image_folder(mapping, Path.cwd())
     _, function_name = split_target(spec.location)
