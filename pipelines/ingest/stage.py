@@ -22,6 +22,8 @@ every time, and so is a ``python:`` source (what its function reads is unknown).
 A file source that lands no usable question, or whose mapping names a field that none of
 its records has, is unusable: ``source_problem`` gives the one line that fails the build
 (``source json:...: 0 of 212 records usable; commonest reason: image file not found (212)``).
+A web source that lands no question (a site that stopped matching its layouts, or went away)
+fails the build the same way, so the previous release stays.
 """
 
 from __future__ import annotations
@@ -240,17 +242,28 @@ def source_files(spec: SourceSpec, home: DataHome) -> list[Path] | None:
         return []
 
 
+def one_line_reason(reason: str) -> str:
+    return " ".join(str(reason).split())[:200]
+
+
 def source_problem(spec: SourceSpec, outcome: SourceOutcome) -> str | None:
-    """Why a landed file source is unusable, in one line, or None.
+    """Why a landed source is unusable, in one line, or None (a web source: no question at all).
 
     Unusable: a mapped field that none of its records has (the commonest cause of an empty
     column), or no usable question at all (named with the commonest quarantine reason).
     """
     from pipelines.ingest.importers.rows import MAPPED_FIELD_UNUSED
 
-    if spec.is_web:
-        return None
     quarantine = pl.read_parquet(outcome.quarantine_file, columns=["reason", "detail"])
+    if spec.is_web:
+        if outcome.questions:
+            return None
+        # a site that stopped matching its layouts (or that went away) must not publish an empty release
+        pages = "no question matched its layouts"
+        if quarantine.height:
+            reason, n = quarantine.group_by("reason").len().sort(["len", "reason"], descending=[True, False]).row(0)
+            pages += f"; commonest reason: {one_line_reason(reason)} ({n:,})"
+        return f"source {spec.text}: {pages}"
     unused = quarantine.filter(pl.col("reason") == MAPPED_FIELD_UNUSED)
     reasons = quarantine.filter(pl.col("reason") != MAPPED_FIELD_UNUSED)
     records = outcome.questions + reasons.height
