@@ -15,6 +15,13 @@ Weights, tokenizer and image processor are read from a LOCAL directory the user 
 - option_scores are CLIP's logits (logit_scale x cosine); confidence is the softmax over the
   options of those logits.
 
+Speed (``runtime.py``): ``dtype`` bf16 | fp16 | tf32 | fp32 (default bf16 on CUDA, fp32 on
+the CPU); tokenizing, decoding and preprocessing run in a torch DataLoader with ``workers``
+processes (default 0 on the CPU, up to 8 on CUDA), pinned memory and prefetch; each distinct
+picture and each distinct token sequence is encoded once per call (pictures are also cached
+across calls), and texts are encoded in batches of similar lengths. Features and logits are
+computed from the encoder's output in float64 whatever the dtype.
+
 torch and transformers are imported on first use only (extra ``clip``); ``threads`` sets
 torch's intra-op threads for the process when the model loads.
 """
@@ -27,6 +34,14 @@ from typing import Sequence
 import numpy as np
 
 from pipelines.evaluation.models.registry import ModelArgs, register_model
+from pipelines.evaluation.models.runtime import (
+    apply_matmul_precision,
+    data_loader,
+    resolve_dtype,
+    resolve_workers,
+    to_device,
+    torch_dtype,
+)
 from pipelines.evaluation.models.base import (
     EvalQuestion,
     MultipleChoiceModel,
@@ -39,7 +54,74 @@ from pipelines.evaluation.models.base import (
 
 NO_IMAGE_ERROR = "text-only question: no image to compare the options with"
 IMAGE_CACHE_ENTRIES = 50_000  # image features kept in memory (oldest dropped first)
-QUESTION_CHUNK = 256  # questions encoded together; bounds the memory of one predict call
+QUESTION_CHUNK = 2048  # questions encoded together; bounds the memory of one predict call
+
+
+def _content_ids(tokenizer, text: str) -> list[int]:
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    special = {tokenizer.bos_token_id, tokenizer.eos_token_id}
+    return [int(i) for i in ids if i not in special]
+
+
+def token_sequences(tokenizer, context: int, question: EvalQuestion) -> list[list[int]]:
+    """The token sequences the text encoder reads for this question (one per option for
+    text options, one for image options), each at most ``context`` tokens."""
+    limit = context - 2
+    bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
+    question_ids = _content_ids(tokenizer, question.problem)
+    if question.choices is None:
+        return [[bos, *question_ids[:limit], eos]]
+    sequences = []
+    for option in question.choices:
+        option_ids = _content_ids(tokenizer, option)[:limit]
+        keep = min(len(question_ids), limit - len(option_ids))
+        sequences.append([bos, *question_ids[:keep], *option_ids, eos])
+    return sequences
+
+
+class TokenizeBatch:
+    """DataLoader collate (runs in a worker): questions -> their token sequences."""
+
+    def __init__(self, tokenizer, context: int):
+        self.tokenizer, self.context = tokenizer, context
+
+    def __call__(self, questions):
+        return [token_sequences(self.tokenizer, self.context, q) for q in questions]
+
+
+class DecodeImages:
+    """DataLoader collate (runs in a worker): image paths -> (paths read, pixel tensor or
+    None, {path: error})."""
+
+    def __init__(self, image_processor):
+        self.image_processor = image_processor
+
+    def __call__(self, paths):
+        from PIL import Image
+
+        loaded, images, errors = [], [], {}
+        for path in paths:
+            try:
+                with Image.open(path) as im:
+                    images.append(im.convert("RGB"))
+                loaded.append(path)
+            except Exception as exc:  # Pillow raises many types for a bad file
+                errors[path] = f"unreadable image {path}: {type(exc).__name__}"
+        pixels = self.image_processor(images=images, return_tensors="pt")["pixel_values"] if images else None
+        return loaded, pixels, errors
+
+
+def pad_batch(sequences: list[list[int]], pad: int):
+    """(input_ids, attention_mask) padded to the longest sequence of the batch."""
+    import torch
+
+    length = max(len(seq) for seq in sequences)
+    input_ids = torch.full((len(sequences), length), pad, dtype=torch.long)
+    attention = torch.zeros((len(sequences), length), dtype=torch.long)
+    for i, seq in enumerate(sequences):
+        input_ids[i, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+        attention[i, : len(seq)] = 1
+    return input_ids, attention
 
 
 class ClipZeroShotModel(MultipleChoiceModel, PairFeatureEncoder):
@@ -50,12 +132,16 @@ class ClipZeroShotModel(MultipleChoiceModel, PairFeatureEncoder):
         device: str = "cpu",
         name: str | None = None,
         threads: int | None = None,
+        dtype: str | None = None,
+        workers: int | None = None,
     ):
         self.path = Path(path).expanduser()
         self.batch_size = max(1, int(batch_size))
         self.device = device
         self.name = name or f"clip?path={path}"
         self.threads = threads
+        self.dtype = resolve_dtype(dtype, device)
+        self.workers = resolve_workers(workers, device)
         self._model = None
         self._tokenizer = None
         self._image_processor = None
@@ -81,9 +167,19 @@ class ClipZeroShotModel(MultipleChoiceModel, PairFeatureEncoder):
         except Exception as exc:  # transformers raises many types for a bad directory
             message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise ValueError(f"cannot load CLIP from {self.path}: {message}") from None
-        model.to(self.device)
-        model.eval()
         self._model, self._tokenizer, self._image_processor = model, tokenizer, image_processor
+        self.use_model(model)
+
+    def use_model(self, model) -> None:
+        """Run ``model`` (a ``CLIPModel``, e.g. fine-tuned weights) at this adapter's device
+        and dtype; the image features cached so far are dropped."""
+        if self._tokenizer is None:
+            self._load()
+        apply_matmul_precision(self.dtype, self.device)
+        model.to(device=self.device, dtype=torch_dtype(self.dtype))
+        model.eval()
+        self._model = model
+        self._image_cache.clear()
 
     @property
     def context_length(self) -> int:
@@ -92,56 +188,55 @@ class ClipZeroShotModel(MultipleChoiceModel, PairFeatureEncoder):
 
     # -- text ----------------------------------------------------------------------------
     def _content_ids(self, text: str) -> list[int]:
-        tokenizer = self._tokenizer
-        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-        special = {tokenizer.bos_token_id, tokenizer.eos_token_id}
-        return [int(i) for i in ids if i not in special]
+        return _content_ids(self._tokenizer, text)
 
     def text_token_ids(self, question: EvalQuestion) -> list[list[int]]:
         """The token sequences the text encoder reads for this question (one per option for
         text options, one for image options), each at most the context length."""
         self._load()
-        limit = self.context_length - 2
-        bos, eos = self._tokenizer.bos_token_id, self._tokenizer.eos_token_id
-        question_ids = self._content_ids(question.problem)
-        if question.choices is None:
-            return [[bos, *question_ids[:limit], eos]]
-        sequences = []
-        for option in question.choices:
-            option_ids = self._content_ids(option)[:limit]
-            keep = min(len(question_ids), limit - len(option_ids))
-            sequences.append([bos, *question_ids[:keep], *option_ids, eos])
-        return sequences
+        return token_sequences(self._tokenizer, self.context_length, question)
+
+    def _tokenized(self, questions: list[EvalQuestion]) -> list[list[list[int]]]:
+        """Token sequences per question, tokenized by the DataLoader's workers."""
+        batch = max(1, len(questions) // max(1, self.workers * 4)) if self.workers else len(questions) or 1
+        loader = data_loader(questions, self.workers, "cpu", TokenizeBatch(self._tokenizer, self.context_length),
+                             batch_size=min(batch, 512))
+        return [sequences for chunk in loader for sequences in chunk]
 
     def _text_features(self, sequences: list[list[int]]) -> np.ndarray:
+        """Unit text features, one row per sequence; each distinct sequence is encoded once,
+        in batches of similar lengths (little padding)."""
         import torch
 
         pad = self._tokenizer.pad_token_id
         if pad is None:
             pad = self._tokenizer.eos_token_id
-        rows = []
-        for start in range(0, len(sequences), self.batch_size):
-            batch = sequences[start : start + self.batch_size]
+        distinct: dict[tuple[int, ...], int] = {}
+        rows_of = [distinct.setdefault(tuple(seq), len(distinct)) for seq in sequences]
+        unique = list(distinct)
+        order = sorted(range(len(unique)), key=lambda i: (len(unique[i]), i))
+        features: np.ndarray | None = None
+        for start in range(0, len(order), self.batch_size):
+            picked = order[start : start + self.batch_size]
             # Padding to the batch's longest sequence instead of the full context changes
             # nothing (causal attention, features pooled at the end token) and is faster.
-            length = max(len(seq) for seq in batch)
-            input_ids = torch.full((len(batch), length), pad, dtype=torch.long)
-            attention = torch.zeros((len(batch), length), dtype=torch.long)
-            for i, seq in enumerate(batch):
-                input_ids[i, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-                attention[i, : len(seq)] = 1
+            input_ids, attention = pad_batch([list(unique[i]) for i in picked], pad)
             with torch.inference_mode():
                 out = self._model.get_text_features(
-                    input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device)
+                    input_ids=to_device(input_ids, self.device), attention_mask=to_device(attention, self.device)
                 )
-            rows.append(_pooled(out))
-        return _unit(np.concatenate(rows, axis=0))
+            pooled = _pooled(out)
+            if features is None:
+                features = np.zeros((len(unique), pooled.shape[1]))
+            features[picked] = pooled
+        return _unit(features[rows_of])
 
     # -- images --------------------------------------------------------------------------
     def _image_features(self, paths: list[Path]) -> dict[str, np.ndarray | str]:
-        """Unit image features by path (batched, cached), or a one-line error for an unreadable image."""
+        """Unit image features by path (each distinct picture encoded once, decoded and
+        preprocessed by the DataLoader's workers, cached), or a one-line error for an
+        unreadable image."""
         import torch
-        from PIL import Image
 
         found: dict[str, np.ndarray | str] = {}
         todo = []
@@ -150,20 +245,16 @@ class ClipZeroShotModel(MultipleChoiceModel, PairFeatureEncoder):
                 found[key] = self._image_cache[key]
             else:
                 todo.append(key)
-        for start in range(0, len(todo), self.batch_size):
-            loaded, images = [], []
-            for path in todo[start : start + self.batch_size]:
-                try:
-                    with Image.open(path) as im:
-                        images.append(im.convert("RGB"))
-                    loaded.append(path)
-                except Exception as exc:  # Pillow raises many types for a bad file
-                    found[path] = f"unreadable image {path}: {type(exc).__name__}"
-            if not images:
+        batches = [todo[start : start + self.batch_size] for start in range(0, len(todo), self.batch_size)]
+        loader = data_loader(batches, self.workers, self.device, DecodeImages(self._image_processor))
+        for loaded, pixels, errors in (loader if batches else ()):
+            found.update(errors)
+            if pixels is None:
                 continue
-            pixels = self._image_processor(images=images, return_tensors="pt")["pixel_values"]
             with torch.inference_mode():
-                out = self._model.get_image_features(pixel_values=pixels.to(self.device))
+                out = self._model.get_image_features(
+                    pixel_values=to_device(pixels, self.device, torch_dtype(self.dtype))
+                )
             for path, vector in zip(loaded, _unit(_pooled(out))):
                 if len(self._image_cache) >= IMAGE_CACHE_ENTRIES:
                     self._image_cache.pop(next(iter(self._image_cache)))
@@ -184,9 +275,14 @@ class ClipZeroShotModel(MultipleChoiceModel, PairFeatureEncoder):
             else:
                 plans.append(NO_IMAGE_ERROR)
                 continue
-            start = len(sequences)
-            sequences.extend(self.text_token_ids(question))
-            plans.append((start, len(sequences), images))
+            plans.append((0, 0, images))
+        answerable = [q for q, plan in zip(questions, plans) if not isinstance(plan, str)]
+        tokenized = iter(self._tokenized(answerable) if answerable else ())
+        for i, plan in enumerate(plans):
+            if not isinstance(plan, str):
+                start = len(sequences)
+                sequences.extend(next(tokenized))
+                plans[i] = (start, len(sequences), plan[2])
         text = self._text_features(sequences) if sequences else np.zeros((0, 0))
         by_path = self._image_features([p for plan in plans if not isinstance(plan, str) for p in plan[2]])
         result: list[tuple[np.ndarray, np.ndarray] | str] = []
@@ -211,7 +307,7 @@ class ClipZeroShotModel(MultipleChoiceModel, PairFeatureEncoder):
 
     def logit_scale(self) -> float:
         self._load()
-        return float(self._model.logit_scale.exp().item())
+        return float(self._model.logit_scale.float().exp().item())
 
     def _chunked_pairs(self, questions: Sequence[EvalQuestion]):
         """(question, pair) in order, computed QUESTION_CHUNK questions at a time to bound memory."""
@@ -245,7 +341,7 @@ class ClipZeroShotModel(MultipleChoiceModel, PairFeatureEncoder):
 def _pooled(output) -> np.ndarray:
     """transformers 5 returns a model output whose pooler_output holds the projected features."""
     tensor = getattr(output, "pooler_output", output)
-    return tensor.detach().to("cpu").double().numpy()
+    return tensor.detach().float().to("cpu").double().numpy()
 
 
 def _unit(matrix: np.ndarray) -> np.ndarray:
@@ -253,7 +349,7 @@ def _unit(matrix: np.ndarray) -> np.ndarray:
     return matrix / np.where(norms == 0, 1.0, norms)
 
 
-@register_model("clip", parameters={"path", "batch_size", "device", "threads"},
+@register_model("clip", parameters={"path", "batch_size", "device", "threads", "dtype", "workers"},
                 extra="clip", needs="transformers", encoder=True)
 def build_clip(args: ModelArgs) -> ClipZeroShotModel:
     return ClipZeroShotModel(
@@ -261,5 +357,7 @@ def build_clip(args: ModelArgs) -> ClipZeroShotModel:
         batch_size=args.number("batch_size", 32, int),
         device=args.params.get("device", "cpu"),
         threads=args.number("threads", None, int),
+        dtype=args.params.get("dtype") or None,
+        workers=args.number("workers", None, int),
         name=args.name,
     )
