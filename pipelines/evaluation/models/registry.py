@@ -5,8 +5,9 @@
 | ``random`` | seeded uniform guess | ``seed`` (int, default 0) |
 | ``most-frequent-position`` | train prior per number of options | - |
 | ``longest-option`` | longest option | - |
-| ``embedding`` | sentence-embedding similarity (extra ``embedding``) | ``path`` (model dir, default the bundled all-MiniLM-L6-v2), ``temperature`` (0.05), ``batch_size``, ``device``, ``threads`` |
-| ``clip`` | CLIP zero-shot (extra ``clip``) | ``path`` (required, local weights), ``batch_size``, ``device``, ``threads`` |
+| ``embedding`` | sentence-embedding similarity (extra ``embedding``) | ``path`` (model dir, default the bundled all-MiniLM-L6-v2), ``temperature`` (0.05), ``dtype``, ``batch_size``, ``device``, ``threads``, ``workers`` |
+| ``clip`` | CLIP zero-shot (extra ``clip``) | ``path`` (required, local weights), ``dtype`` (bf16/fp16/tf32/fp32; default bf16 on CUDA, fp32 on CPU), ``batch_size``, ``device``, ``threads``, ``workers`` |
+| ``clip-finetune`` | CLIP trained as in the paper's appendix B.1 (extra ``clip``) | ``path`` (required), ``scheme`` (subject/multi-task/few-shot), ``lr``, ``weight_decay``, ``warmup``, ``batch``, ``max_samples``, ``epochs``, ``k``, ``patience``, ``eval_every``, ``seed``, ``dtype``, ``grad_ckpt``, ``checkpoint_dir``, ``save_every`` + the ``clip`` operational ones (``finetune.py``) |
 | ``openai`` | OpenAI-compatible chat | ``base_url`` and ``model`` (required), ``mode`` (llm/vlm, default llm), ``api_key_env`` (OPENAI_API_KEY), ``timeout``, ``max_retries``, ``backoff``, ``max_tokens``, ``workers``, ``cache_dir`` |
 | ``linear-probe`` | full-train linear probe on a frozen encoder | ``encoder`` (clip/embedding, required), ``per_subject`` (1/0, default 1), ``seed`` + the encoder's parameters |
 | ``few-shot`` | linear probe on k questions per skill | as ``linear-probe`` plus ``k`` (default 16) |
