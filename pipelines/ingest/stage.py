@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -332,17 +333,44 @@ def _land(spec: SourceSpec, home: DataHome, images: ImageStore) -> dict:
         if isinstance(record, RawQuestion):
             record = with_clean_text(record)
             problem = validate_raw_question(record)
+            row = record.to_row()
             if problem is None:
-                questions.append(record.to_row())
+                problem = _lone_surrogate(row)
+            if problem is None:
+                questions.append(row)
             else:
-                quarantined.append(QuarantineEntry(record.source, record.source_key, "ingest", problem).to_row())
+                quarantined.append(_valid_unicode(QuarantineEntry(record.source, record.source_key, "ingest", problem).to_row()))
         else:
-            quarantined.append(record.to_row())
+            quarantined.append(_valid_unicode(record.to_row()))
     q = pl.from_arrow(_table(questions, RAW_QUESTION_SCHEMA)).sort("source_key")
     z = pl.from_arrow(_table(quarantined, QUARANTINE_SCHEMA)).sort("stage", "source_key", "reason")
     write_table(q, question_file(home, spec))
     write_table(z, quarantine_file(home, spec))
     return {"questions": len(questions), "quarantined": len(quarantined)}
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(row: dict) -> str | None:
+    """Why a row cannot be stored as UTF-8 (a lone surrogate such as a JSON ``\\ud800`` escape), or None."""
+    def bad(value) -> bool:
+        if isinstance(value, str):
+            return _SURROGATE.search(value) is not None
+        if isinstance(value, dict):
+            return any(bad(k) or bad(v) for k, v in value.items())
+        if isinstance(value, (list, tuple)):
+            return any(bad(v) for v in value)
+        return False
+
+    fields = [name for name, value in row.items() if bad(value)]
+    return f"lone surrogate (not valid Unicode) in {', '.join(fields)}" if fields else None
+
+
+def _valid_unicode(row: dict) -> dict:
+    """A quarantine row with any lone surrogate written as its escape, so the entry can be stored."""
+    return {k: _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", v) if isinstance(v, str) else v
+            for k, v in row.items()}
 
 
 def _table(rows: list[dict], schema):
