@@ -30,9 +30,11 @@ def multimodal_questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     deps=[multimodal_questions],
     description="Every referenced image: format, size and 64-bit perceptual hash (the `images` view).",
 )
-def image_index(stemforge: StemforgeSettings) -> dg.MaterializeResult:
+def image_index(context: dg.AssetExecutionContext, stemforge: StemforgeSettings) -> dg.MaterializeResult:
     from pipelines.clean import stage
+    from pipelines.compiled import announce_compile
 
+    announce_compile("image_index", context.log.info)
     home = stemforge.settings().data_home
     figures = stage.image_index_stage(home)
     frame = stage.read_lake(home, "images")
@@ -51,9 +53,11 @@ def image_index(stemforge: StemforgeSettings) -> dg.MaterializeResult:
         "Removed records are in `duplicates`; conflicting answers and over-cap questions in quarantine."
     ),
 )
-def deduplicated_questions(stemforge: StemforgeSettings) -> dg.MaterializeResult:
+def deduplicated_questions(context: dg.AssetExecutionContext, stemforge: StemforgeSettings) -> dg.MaterializeResult:
     from pipelines.clean import stage
+    from pipelines.compiled import announce_compile
 
+    announce_compile("deduplicated_questions", context.log.info)
     settings = stemforge.settings()
     figures = stage.dedup_stage(settings.data_home, settings)
     frame = stage.read_lake(settings.data_home, "deduplicated")

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 LIBRARY = "pipelines"
 ASSETS = "assets"
 FLOWS = ("store", "shared", "ingest", "clean", "dataset", "evaluation", "profiles", "orchestration")
-SHARED_MODULES = ("settings", "parallel", "checks", "http", "plugins")
+SHARED_MODULES = ("settings", "parallel", "checks", "http", "plugins", "compiled")
 DAGSTER_ALLOWED = (f"{LIBRARY}.orchestration", ASSETS)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
+import time
 
 import dagster as dg
 
@@ -83,12 +85,71 @@ weekly_release_schedule = all_sources_schedule(
     description="One line per message on stderr; a failure's stack trace stays in the run's event log (UI).",
 )
 def one_line_console(init_context: dg.InitLoggerContext) -> logging.Logger:
-    logger = logging.Logger("stemforge", level=init_context.logger_config["log_level"].upper())
+    level = logging.getLevelName(init_context.logger_config["log_level"].upper())
+    logger = logging.Logger("stemforge", level=min(level, logging.DEBUG) if level <= logging.INFO else level)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(OneLineFormatter("%(asctime)s - stemforge - %(levelname)s - %(message)s"))
     handler.addFilter(skip_not_executed)
+    handler.addFilter(StepClock(level, handler, every=HEARTBEAT_SECONDS))
     logger.addHandler(handler)
     return logger
+
+
+HEARTBEAT_SECONDS = 20.0  # a step running longer says so this often
+
+
+class StepClock(logging.Filter):
+    """Every step says when it starts and ends, and a step still running says so every
+    ``every`` seconds (no stage is silent for long, whatever it prints itself). Dagster logs a
+    step's start and success at DEBUG; at INFO they are shown as INFO lines."""
+
+    STEP_EVENTS = ("STEP_START", "STEP_SUCCESS", "STEP_FAILURE")
+
+    def __init__(self, level: int, handler: logging.Handler, every: float = 20.0):
+        super().__init__()
+        self.level = level
+        self.handler = handler
+        self.every = every
+        self.running: dict[str, float] = {}
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        meta = getattr(record, "dagster_meta", None) or {}
+        event = meta.get("dagster_event")
+        kind = event.event_type_value if event is not None else None
+        step = meta.get("step_key")
+        if kind in self.STEP_EVENTS and step:
+            with self.lock:
+                if kind == "STEP_START":
+                    self.running[step] = time.monotonic()
+                    if self.level <= logging.INFO and (self.thread is None or not self.thread.is_alive()):
+                        self.thread = threading.Thread(target=self._beat, name="stemforge-step-clock", daemon=True)
+                        self.thread.start()
+                else:
+                    self.running.pop(step, None)
+            if record.levelno < logging.INFO and self.level <= logging.INFO:
+                record.levelno, record.levelname = logging.INFO, "INFO"
+        return record.levelno >= self.level
+
+    def _beat(self) -> None:
+        shown: dict[str, int] = {}
+        while True:
+            time.sleep(1.0)
+            with self.lock:
+                if not self.running:
+                    return
+                now = time.monotonic()
+                due = []
+                for step, started in self.running.items():
+                    beats = int((now - started) // self.every)
+                    if beats > shown.get(step, 0):
+                        shown[step] = beats
+                        due.append((step, now - started))
+            for step, elapsed in due:
+                line = logging.LogRecord("stemforge", logging.INFO, __file__, 0,
+                                         f"{step} - still running ({elapsed:.0f} s)", None, None)
+                self.handler.emit(line)
 
 
 class OneLineFormatter(logging.Formatter):
