@@ -29,7 +29,7 @@ from pipelines.evaluation.metrics import LENGTH_BUCKET_ORDER, NO_GRADE
 from pipelines.evaluation.reference_results import PAPER_PREFIX, SUBJECT_ORDER, reference_metrics
 
 from pipelines.store.atomic import atomic_write_bytes
-from pipelines.profiles.palette import MODEL_COLORS, model_colors  # noqa: F401  (MODEL_COLORS: re-exported)
+from pipelines.profiles.palette import MODEL_COLORS, model_colors, paper_hatch  # noqa: F401  (MODEL_COLORS: re-exported)
 SVG_HASH_SALT = "stemforge-report"
 
 _GRADE_ORDER = (
@@ -47,7 +47,8 @@ CSS = """
 body{font-family:sans-serif;margin:24px auto;max-width:1100px;color:#222;background:#fff}
 h1{font-size:26px}h2{font-size:21px;border-bottom:2px solid #ccc;padding-bottom:4px;margin-top:36px}
 h3{font-size:17px;margin-top:24px}
-table{border-collapse:collapse;margin:8px 0 16px 0;font-size:13px}
+table{border-collapse:collapse;margin:8px 0 16px 0;font-size:13px;display:block;max-width:100%;overflow-x:auto}
+td.short{background:#fff3cd}.caveat{color:#8a5300}
 th,td{border:1px solid #ccc;padding:3px 8px;text-align:left}
 th{background:#f0f0f0}td.num{text-align:right;font-variant-numeric:tabular-nums}
 figure{margin:12px 0}figure svg{max-width:100%;height:auto}
@@ -136,10 +137,11 @@ class _Figures:
 def _model_styles(models: Sequence[str], colors: dict[str, str]) -> dict[str, dict[str, Any]]:
     """Colour (from the report-wide ``colors``) and hatch of each model of one plot."""
     fallback = model_colors(models)
-    return {
-        model: {"color": colors.get(model, fallback[model]), "hatch": "//" if model.startswith(PAPER_PREFIX) else None}
-        for model in models
-    }
+    styles = {}
+    for model in models:
+        color = colors.get(model, fallback[model])
+        styles[model] = {"color": color, "hatch": paper_hatch(color) if model.startswith(PAPER_PREFIX) else None}
+    return styles
 
 
 def _grouped_bars(
@@ -205,37 +207,48 @@ def _lines(
     xlabel: str,
     extra: Callable[[Any], None] | None = None,
 ) -> str:
-    """One line per model over ordered categories, with a shaded interval band."""
+    """One small panel per model over ordered categories: points with 95% error bars, the same
+    axes in every panel (several models' bands on one chart cannot be read apart)."""
     models = _ordered_models(cells["model"].unique().to_list())
     styles = _model_styles(models, figures.colors)
-    figure = _new_figure(11, 3.8)
-    axes = figure.add_subplot(1, 1, 1)
+    columns = min(3, max(1, len(models)))
+    rows = math.ceil(len(models) / columns)
+    rotate = len(categories) > 6
+    figure = _new_figure(11, (2.9 if rotate else 2.6) * rows + 0.3)
     lookup = {(r["model"], r["group_value"]): r for r in cells.iter_rows(named=True)}
-    for model in models:
-        xs, ys, lows, highs = [], [], [], []
+    for i, model in enumerate(models):
+        axes = figure.add_subplot(rows, columns, i + 1)
+        xs, ys, below, above = [], [], [], []
         for j, category in enumerate(categories):
             row = lookup.get((model, category))
             if row is None or row["value"] is None:
                 continue
             xs.append(j)
             ys.append(row["value"])
-            lows.append(row["ci_low"] if row.get("ci_low") is not None else row["value"])
-            highs.append(row["ci_high"] if row.get("ci_high") is not None else row["value"])
-        if not xs:
-            continue
+            below.append(max(0.0, row["value"] - row["ci_low"]) if row.get("ci_low") is not None else 0.0)
+            above.append(max(0.0, row["ci_high"] - row["value"]) if row.get("ci_high") is not None else 0.0)
         color = styles[model]["color"]
-        axes.plot(xs, ys, marker="o", markersize=4, color=color, label=plot_label(model), linewidth=1.5)
-        axes.fill_between(xs, lows, highs, color=color, alpha=0.15, linewidth=0)
-    if extra is not None:
-        extra(axes)
-    axes.set_xticks(range(len(categories)))
-    axes.set_xticklabels([plot_label(c) for c in categories], rotation=30 if len(categories) > 6 else 0, ha="right" if len(categories) > 6 else "center")
-    axes.set_ylabel(ylabel)
-    axes.set_xlabel(xlabel)
-    axes.set_ylim(0, 100)
-    # beside the axes: below them it would overlap rotated tick labels and the axis label
-    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
-    axes.grid(color="#dddddd", linewidth=0.5)
+        if xs:
+            axes.errorbar(xs, ys, yerr=[below, above], fmt="o", markersize=4, color=color, ecolor=color, elinewidth=1, capsize=2)
+        if extra is not None:
+            extra(axes)
+        axes.set_title(plot_label(_shorten(model, 40)), fontsize=8, color=color)
+        axes.set_xticks(range(len(categories)))
+        show_x = i >= len(models) - columns
+        axes.set_xticklabels(
+            [plot_label(c) for c in categories] if show_x else [],
+            rotation=40 if rotate else 0, ha="right" if rotate else "center", fontsize=7,
+        )
+        axes.set_xlim(-0.5, len(categories) - 0.5)
+        axes.set_ylim(0, 100)
+        axes.tick_params(labelsize=7)
+        if i % columns == 0:
+            axes.set_ylabel(ylabel, fontsize=8)
+        if show_x:
+            axes.set_xlabel(xlabel, fontsize=8)
+        axes.grid(color="#dddddd", linewidth=0.5)
+        axes.set_axisbelow(True)
+    figure.tight_layout()
     return figures.render(figure, caption)
 
 
@@ -431,7 +444,7 @@ def _evaluation_section(
     grades = sorted((g for g in grade_cells["group_value"].unique().to_list() if g != NO_GRADE), key=_grade_sort_key)
     parts.append("<h3>Accuracy per grade</h3>")
     if grades:
-        parts.append(_lines(figures, grade_cells, grades, "Accuracy per grade (bands: 95% intervals).", "accuracy (%)", "grade"))
+        parts.append(_lines(figures, grade_cells, grades, "Accuracy per grade, one panel per model (error bars: 95% intervals).", "accuracy (%)", "grade"))
     else:
         parts.append(_absent("No per-grade plot: no evaluated question has a grade."))
 
@@ -519,7 +532,7 @@ def _evaluation_section(
         exam_grades = _select(own, "exam_score", "grade")
         grades = sorted((g for g in exam_grades["group_value"].unique().to_list() if g != NO_GRADE), key=_grade_sort_key)
         if grades:
-            parts.append(_lines(figures, exam_grades, grades, "Exam score per grade (mean over scored skills).", "exam score", "grade"))
+            parts.append(_lines(figures, exam_grades, grades, "Exam score per grade (mean over scored skills), one panel per model (error bars: 95% intervals).", "exam score", "grade"))
         else:
             parts.append(_absent("No exam score per grade: no scored skill has a grade."))
     else:
@@ -610,14 +623,16 @@ def _dataset_section(dataset_stats: pl.DataFrame | None) -> str:
     return "\n".join(parts)
 
 
-def _report_colors(metrics: pl.DataFrame | None, profiles: pl.DataFrame | None) -> dict[str, str]:
+def _report_colors(
+    metrics: pl.DataFrame | None, profiles: pl.DataFrame | None, assigned: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """One colour per model for the whole page: every model of the metrics and the profiles."""
     names: set[str] = set()
     if metrics is not None and "model" in metrics.columns:
         names |= set(metrics["model"].unique().to_list())
     if profiles is not None and "profile_of" in profiles.columns:
         names |= {m for m in profiles["profile_of"].unique().to_list() if m != "dataset"}
-    return model_colors(names | set(reference_metrics()["model"].unique().to_list()))
+    return model_colors(names | set(reference_metrics()["model"].unique().to_list()), assigned)
 
 
 def _profiles_section(profiles: pl.DataFrame | None, colors: dict[str, str] | None = None) -> str:
@@ -632,7 +647,7 @@ def _profiles_section(profiles: pl.DataFrame | None, colors: dict[str, str] | No
 
 
 def _run_info_section(run_info: Mapping[str, Any]) -> str:
-    shown = {k: v for k, v in run_info.items() if k not in {"title", "smartscore_rules", "exam_sample_notes"}}
+    shown = {k: v for k, v in run_info.items() if k not in {"title", "smartscore_rules", "exam_sample_notes", "model_colors"}}
     if not shown:
         return ""
     rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in sorted(shown.items()))
@@ -727,7 +742,7 @@ def _thin_exam_caveat(exam_subjects: pl.DataFrame, rules: Any) -> str:
     rule = f"Skills with fewer than {minimum} test questions are not scored; " if minimum else ""
     return (
         f"Thin coverage: these exam scores rest on few skills ({listed}; the paper scored 40 maths and 30 "
-        f"science skills). {rule}a skill with few questions caps the score (10 points per question up to 50), "
+        f"science skills). {rule}a skill with few questions caps the score (each right answer adds a bounded step), "
         "so read these bars as rough, not against the 90 line."
     )
 
@@ -766,7 +781,7 @@ def render_report(
     """The report's HTML text (see ``write_report``)."""
     run_info = dict(run_info or {})
     title = str(run_info.get("title", "stemforge report"))
-    figures = _Figures(_report_colors(metrics, profiles))
+    figures = _Figures(_report_colors(metrics, profiles, run_info.get("model_colors")))
     body = [
         f"<h1>{escape(title)}</h1>",
         _run_info_section(run_info),

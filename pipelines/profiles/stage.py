@@ -8,6 +8,7 @@ tag stage reuses the tags of questions whose tagged columns are unchanged (``pip
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import polars as pl
@@ -133,6 +134,28 @@ def report_figures(home: DataHome, settings: BuildSettings) -> dict:
     )
 
 
+def model_colors_path(home: DataHome) -> Path:
+    return home.lake / "state" / "model_colors.json"
+
+
+def _kept_model_colors(home: DataHome, metrics: pl.DataFrame | None, profiles: pl.DataFrame | None) -> dict[str, str]:
+    """The colours this home's reports gave its models, extended with the new models' and saved:
+    a model keeps its colour from build to build."""
+    from pipelines.profiles.report import _report_colors
+
+    path = model_colors_path(home)
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    except ValueError:
+        kept = {}
+    kept = {str(k): str(v) for k, v in kept.items()} if isinstance(kept, dict) else {}
+    colors = {**kept, **_report_colors(metrics, profiles, kept)}
+    if colors != kept:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(colors, sort_keys=True, indent=1) + "\n", encoding="utf-8")
+    return colors
+
+
 def _report(home: DataHome, settings: BuildSettings) -> Path:
     def optional(name: str) -> pl.DataFrame | None:
         path = home.lake_path(name)
@@ -151,6 +174,7 @@ def _report(home: DataHome, settings: BuildSettings) -> Path:
         "bootstrap": settings.bootstrap,
         "smartscore_rules": smartscore_rules(settings).as_dict(),
     }
+    run_info["model_colors"] = _kept_model_colors(home, tables["metrics"], tables["profiles"])
     if settings.exam_skills == "paper":
         run_info["exam_sample_notes"] = paper_sample_notes(scored_frame(home), smartscore_rules(settings), settings.seed)
     comparisons = _baseline_comparisons(home, settings, tables["metrics"])

@@ -172,8 +172,8 @@ def test_a_model_has_one_colour_in_every_plot(report_inputs):
 
     own = sorted(m for m in report_inputs["metrics"]["model"].unique().to_list() if not m.startswith("paper:"))
     colors = model_colors(own + ["paper:x"])
-    assert [colors[m] for m in own] == list(MODEL_COLORS[: len(own)])
-    second = own[1]  # "random": the second colour of the page
+    assert len({colors[m] for m in own}) == len(own)
+    second = own[1]  # "random"
     # plots showing only "random" (its profile, its calibration) keep the page-wide colour
     axes = ["Object", "Number", "Shape"]
     profiles = pl.DataFrame(
@@ -187,9 +187,34 @@ def test_a_model_has_one_colour_in_every_plot(report_inputs):
     )
     html = render_report(**{**report_inputs, "profiles": profiles,
                             "reliability": report_inputs["reliability"].filter(pl.col("model") == second)})
-    assert f'fill="{colors[second]}"' in html and f'fill="{MODEL_COLORS[0]}"' not in html.split("cogme-profiles")[-1]
+    assert f'fill="{colors[second]}"' in html and f'fill="{colors[own[0]]}"' not in html.split("cogme-profiles")[-1]
     figures = re.findall(r'<figure class="plot">.*?</figure>', html, re.DOTALL)
     assert figures and all(colors[second].lower() in f.lower() for f in figures)
+
+
+def test_a_model_keeps_its_colour_across_builds_and_paper_rows_are_told_apart(tmp_path):
+    from pipelines.evaluation.reference_results import reference_metrics
+    from pipelines.profiles.palette import model_colors, paper_hatch
+
+    from pipelines.profiles.stage import _kept_model_colors
+    from pipelines.store.home import DataHome
+
+    def metrics_of(models: list[str]) -> pl.DataFrame:
+        return pl.DataFrame({"model": models, "metric": ["accuracy"] * len(models)})
+
+    home = DataHome(tmp_path / "home")
+    first = ["random", "clip", "my-model"]
+    before = _kept_model_colors(home, metrics_of(first), None)
+    assert len({before[m] for m in first}) == 3
+    after = _kept_model_colors(home, metrics_of(first + ["longest-option", "most-frequent-position", "gpt-4o", "zz"]), None)
+    assert all(after[m] == before[m] for m in before)  # models added by a later build move no colour
+    assert len({after[m] for m in after if not m.startswith("paper:")}) == 7
+    kept = model_colors(["a", "b"], assigned={"b": MODEL_COLORS[5]})
+    assert kept["b"] == MODEL_COLORS[5]
+    paper = model_colors(reference_metrics()["model"].unique().to_list())
+    styles = {(color, paper_hatch(color)) for color in paper.values()}
+    assert len(styles) == len(paper)  # every paper row its own grey and hatch
+    assert not set(paper.values()) & set(MODEL_COLORS)  # and none looks like ours
 
 
 def test_every_absent_panel_says_why(report_inputs):
@@ -255,18 +280,22 @@ def test_plots_are_drawn_in_headless_chromium(report_inputs, tmp_path):
     path = write_report(tmp_path / "with-plots.html", **report_inputs)
     pixels = screenshot(path, tmp_path, "with-plots")
     assert pixels.shape[0] >= 2900
-    # the two models' colours (first two of the palette) fill bars, lines and reliability bars
-    for color in MODEL_COLORS[:2]:
+    from pipelines.profiles.report import _report_colors
+
+    page_colors = _report_colors(report_inputs["metrics"], report_inputs["profiles"])
+    own = [page_colors[m] for m in sorted(report_inputs["metrics"]["model"].unique().to_list()) if not m.startswith("paper:")]
+    # the two models' colours fill bars, points and reliability bars
+    for color in own:
         mask = color_mask(pixels, color)
         assert mask.sum() > 2000, color
-    rows_with_plot = np.flatnonzero(color_mask(pixels, MODEL_COLORS[0]).sum(axis=1) > 3)
+    rows_with_plot = np.flatnonzero(color_mask(pixels, own[0]).sum(axis=1) > 3)
     # several separate plots: coloured rows fall in at least 3 bands separated by >= 60 blank rows
     bands = 1 + int(np.sum(np.diff(rows_with_plot) > 60))
     assert bands >= 3
     # a control page without results has none of these colours: the check can fail
     empty = write_report(tmp_path / "empty.html", run_info={"title": "empty"})
     control = screenshot(empty, tmp_path, "empty")
-    assert color_mask(control, MODEL_COLORS[0]).sum() == 0
+    assert color_mask(control, own[0]).sum() == 0
 
 
 LABEL_EXTENT_SCRIPT = """<script>
@@ -356,3 +385,58 @@ def test_radars_have_no_blank_margin(tmp_path):
     _, top, _, height = boxes[2]
     assert top < -120 and top + height < 60 + 40 and height < 240
     assert labels_outside_their_plot(page, tmp_path)["clipped"] == []
+
+
+TABLE_EXTENT_SCRIPT = """<script>
+(() => {
+  const page = document.body.getBoundingClientRect();
+  const wide = [];
+  for (const table of document.querySelectorAll("table")) {
+    const r = table.getBoundingClientRect();
+    if (r.right > page.right + 0.5 || r.left < page.left - 0.5) wide.push(table.rows[0] ? table.rows[0].textContent.trim().slice(0, 60) : "?");
+  }
+  const out = document.createElement("pre");
+  out.id = "table-extents";
+  out.textContent = JSON.stringify({tables: document.querySelectorAll("table").length, wide,
+    overflow: document.documentElement.scrollWidth > window.innerWidth});
+  document.body.appendChild(out);
+})();
+</script>"""
+
+
+def tables_wider_than_the_page(html_path: Path, tmp_path: Path, width: int = 1000) -> dict:
+    import html as html_lib
+    import json
+
+    probe = tmp_path / f"tables-{html_path.name}"
+    probe.write_text(html_path.read_text(encoding="utf-8").replace("</body>", TABLE_EXTENT_SCRIPT + "</body>"), encoding="utf-8")
+    profile = tmp_path / f"profile-tables-{html_path.stem}"
+    profile.mkdir()
+    done = subprocess.run(
+        [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}", f"--window-size={width},2000",
+         "--dump-dom", probe.resolve().as_uri()],
+        check=True, capture_output=True, text=True, timeout=120,
+    )
+    found = re.search(r'<pre id="table-extents">(.*?)</pre>', done.stdout, re.S)
+    assert found, done.stdout[-500:]
+    return json.loads(html_lib.unescape(found.group(1)))
+
+
+def test_no_table_is_wider_than_the_page_in_chromium(report_inputs, tmp_path):
+    # seven models and many subjects make the widest summary and Table 8 tables
+    scored = synthetic_scored()
+    one = scored.filter(pl.col("model") == "random")
+    many = pl.concat([one.with_columns(pl.lit(f"openai_compatible_model_gpt_4o_mini_2024_07_18_at_localhost_port_8000_{i}").alias("model")) for i in range(7)])
+    metrics = pl.concat([compute_metrics(many), exam_scores(many, SmartScoreRules(), seed=1)])
+    from pipelines.evaluation.stage import comparisons_with_best_baseline
+
+    comparisons = comparisons_with_best_baseline(pl.concat([many, scored.filter(pl.col("model") == "random")]), "test")
+    path = write_report(tmp_path / "wide.html", **{**report_inputs, "metrics": metrics, "reliability": None}, comparisons=comparisons)
+    extents = tables_wider_than_the_page(path, tmp_path, width=800)
+    assert extents["tables"] >= 5
+    assert extents["wide"] == [] and extents["overflow"] is False
+    # control: a table forced wider than the page is reported
+    control = tmp_path / "control.html"
+    control.write_text('<html><body style="margin:0"><table style="display:table;width:3000px"><tr><td>wide</td></tr></table></body></html>', encoding="utf-8")
+    assert tables_wider_than_the_page(control, tmp_path)["wide"] == ["wide"]
