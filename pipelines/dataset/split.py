@@ -24,8 +24,10 @@ Policy
   split of its smallest ledgered question_id), and the others move with it: leakage would be
   worse than a move.
 * A family whose question came with a split from its source (an imported release such as
-  STEM or ScienceQA) keeps that split when ``respect_source_split`` is on (the smallest such
-  split if its members disagree).
+  STEM or ScienceQA) keeps that split when ``respect_source_split`` is on, and each such
+  question keeps its own source split even when this build joins it to a family whose
+  members the source put in other splits: a release's train/valid/test are the release's
+  (the leakage check reports those families as the source's, and does not fail on them).
 """
 
 from __future__ import annotations
@@ -179,6 +181,12 @@ def assign_splits(
     result = questions.drop("split", strict=False).with_columns(family.alias("_split_family")).join(
         assignment.rename({"duplicate_group": "_split_family"}), on="_split_family", how="left", maintain_order="left"
     ).drop("_split_family")
+    if config.respect_source_split and has_source_split:
+        # a release's train/valid/test are the release's: each of its questions keeps its own split,
+        # even where this build joins it to a family of another split (no_split_leakage names those)
+        result = result.with_columns(
+            pl.when(pl.col("source_split").is_in(SPLITS)).then(pl.col("source_split")).otherwise(pl.col("split")).alias("split")
+        )
     if "split" in questions.columns:
         result = result.select(questions.columns)
     current = result.select(

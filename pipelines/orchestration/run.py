@@ -329,6 +329,11 @@ def warehouse_summary(home: DataHome) -> list[str]:
         "count(*) FILTER (split='test'), count(*) FROM questions GROUP BY 1 ORDER BY 1"
     ):
         lines.append(f"  {subject:12} train {tr:>8,}  valid {va:>8,}  test {te:>8,}  total {n:>9,}")
+    unkeyed = rows("SELECT split, count(*) FROM questions WHERE answer_idx < 0 GROUP BY 1 ORDER BY 1")
+    if unkeyed:
+        lines.append("warning: no answer key for " + ", ".join(f"{n:,} {split}" for split, n in unkeyed)
+                     + " questions (a release hides its test answers: put its test_answer_key.jsonl beside data/); "
+                     "their metrics cover only the questions with a key")
     lines.append("quarantined by stage:")
     for stage, n in rows("SELECT stage, count(*) FROM quarantine GROUP BY 1 ORDER BY 1"):
         lines.append(f"  {stage:12} {n:>9,}")

@@ -92,13 +92,69 @@ def irregular_shards(location: str | Path) -> list[Path]:
 
 
 def watch_shards(spec: SourceSpec, exclude: Path) -> list[Path]:
-    return list(find_shards(spec.location))
+    key = answer_key_path(spec.location)
+    return list(find_shards(spec.location)) + ([key] if key.is_file() else [])
+
+
+ANSWER_KEY_NAME = "test_answer_key.jsonl"
+
+
+def answer_key_path(location: str | Path) -> Path:
+    """``test_answer_key.jsonl`` beside the release's ``data/`` folder."""
+    path = Path(location)
+    folder = path if path.is_dir() else path.parent
+    if folder.name == "data" and not (folder / "data").is_dir():
+        folder = folder.parent
+    return folder / ANSWER_KEY_NAME
+
+
+def read_answer_key(location: str | Path, shards: list[Path]) -> dict[str, int]:
+    """``<shard>#<row>`` -> answer index of the release's hidden test answers, from its
+    ``test_answer_key.jsonl`` (line ``index`` = the row's position in the test split, test shards
+    in name order); empty without the file or when a test shard cannot be sized."""
+    import json
+
+    path = answer_key_path(location)
+    if not path.is_file():
+        return {}
+    try:
+        by_index = {int(r["index"]): int(r["answer_idx"])
+                    for r in (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip())}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    keys: dict[str, int] = {}
+    offset = 0
+    for shard in sorted((p for p in shards if shard_split(p.name) == "test"), key=lambda p: p.name):
+        try:
+            rows = pq.ParquetFile(shard).metadata.num_rows
+        except Exception:  # an unreadable shard: the positions after it are unknown
+            break
+        for row in range(rows):
+            if offset + row in by_index:
+                keys[f"{shard.name}#{row}"] = by_index[offset + row]
+        offset += rows
+    return keys
 
 
 @register_source("stem-parquet", usage="stem-parquet:PATH", watch=watch_shards)
 def iter_stem_parquet_records(spec: SourceSpec, images: ImageStore) -> Iterator[Record]:
+    """The release's rows, each with the release's split (``source_split``); test answers the
+    release hides (``answer_idx`` -1) are read from its ``test_answer_key.jsonl`` when it has one."""
     shards = find_shards(spec.location)  # raises before iteration starts
-    return _iter_shards(spec.text, _in_release_order(shards + irregular_shards(spec.location)), images)
+    records = _iter_shards(spec.text, _in_release_order(shards + irregular_shards(spec.location)), images)
+    key = read_answer_key(spec.location, shards)
+    return _with_answer_key(records, key) if key else records
+
+
+def _with_answer_key(records: Iterator[Record], key: dict[str, int]) -> Iterator[Record]:
+    import dataclasses
+
+    for record in records:
+        answer = key.get(record.source_key) if isinstance(record, RawQuestion) and record.answer_idx == -1 else None
+        options = len(record.choices or record.choice_images or ()) if answer is not None else 0
+        if answer is not None and 0 <= answer < options:
+            record = dataclasses.replace(record, answer_idx=answer)
+        yield record
 
 
 def _iter_shards(source: str, shards: list[Path], images: ImageStore) -> Iterator[Record]:
