@@ -110,12 +110,13 @@ def dedup_stage(home: DataHome, settings: BuildSettings) -> dict:
     )
 
 
-DEDUP_STATE = ("near_nodes", "near_edges", "family_nodes", "family_edges", "family_joined", "texts", "question_ids")
+DEDUP_STATE = ("near_nodes", "near_edges", "family_nodes", "family_edges", "family_joined", "texts", "question_ids",
+               "verdicts")
 
 
 def dedup_state(home: DataHome, settings: BuildSettings, config: DedupConfig) -> SavedState:
-    """The dedup stage's graphs (with the family edges' join results), text forms and question
-    ids, kept for the next run (``graph_state``)."""
+    """The dedup stage's graphs (with the family edges' join results), text forms, question ids
+    and picture verdicts, kept for the next run (``graph_state``)."""
     return SavedState(home.lake / "state" / "dedup", DEDUP_STATE, {
         "settings": {"cap_per_skill": settings.cap_per_skill, "seed": settings.seed},
         "config": asdict(config),
@@ -140,7 +141,11 @@ def _dedup(home: DataHome, settings: BuildSettings) -> dict:
     texts = TextForms.from_frame(previous["texts"] if previous else None)
     question_ids = QuestionIds.from_frame(previous["question_ids"] if previous else None)
     near = GraphState(previous["near_nodes"], previous["near_edges"]) if previous else None
-    result = deduplicate(questions, images, config, previous=near, texts=texts, question_ids=question_ids)
+    # the picture verdict reads the images from the store (content-addressed: a pair's verdict
+    # never changes, so the verdicts of the last run are reused)
+    result = deduplicate(questions, images, config, previous=near, texts=texts, question_ids=question_ids,
+                         read_image=ImageStore(home.images).get,
+                         known_verdicts=previous["verdicts"] if previous else None)
     kept, over_cap = cap_per_skill(result.kept, settings.cap_per_skill, settings.seed)
     families_before = GraphState(previous["family_nodes"], previous["family_edges"],
                                  _joined_of(previous["family_joined"])) if previous else None
@@ -154,7 +159,7 @@ def _dedup(home: DataHome, settings: BuildSettings) -> dict:
     saved.save({"near_nodes": result.state.nodes, "near_edges": result.state.edges,
                 "family_nodes": families.state.nodes, "family_edges": families.state.edges,
                 "family_joined": pl.DataFrame({"joined": families.state.joined}, schema={"joined": pl.Boolean}),
-                "texts": texts.frame(), "question_ids": question_ids.frame()})
+                "texts": texts.frame(), "question_ids": question_ids.frame(), "verdicts": result.verdicts})
     kinds = result.duplicates.group_by("kind").len().sort("kind")
     return {
         "input": questions.height,
@@ -166,6 +171,8 @@ def _dedup(home: DataHome, settings: BuildSettings) -> dict:
         "families": family_sizes.len(),
         "questions_in_shared_families": int(family_sizes.filter(family_sizes > 1).sum()),
         "groups_computed": result.nodes_computed,
+        "picture_verdicts": result.verdicts.height,
+        "picture_verdicts_computed": result.verdicts_computed,
         "families_computed": families.nodes_computed,
         **({"reuse_refused": refused} if refused else {}),
     }

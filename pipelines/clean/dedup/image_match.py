@@ -22,14 +22,22 @@ resolution (bilinear), so half a cell of misplacement costs little.
 
 Images the index describes only by a page hash (and perhaps a grey thumbnail) match by the
 same-layout rule alone; images without a hash match only themselves.
+
+With a reader of the images' bytes (``read_image``), the descriptors only decide which pairs
+are worth a look: a pair they call near-equal is near-equal only when the picture verdict
+(``ink.compare_pictures``: the ink of one, aligned onto the other, coincides with it) says it
+is the same picture, and its evidence names the verdict (``verdict``, ``ink``). The verdicts
+are kept per pair of names (``verdicts`` / ``known_verdicts``): names are content hashes, so a
+pair's verdict never changes.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 import polars as pl
@@ -238,14 +246,83 @@ class ImageIndex:
         return float(np.abs(x.astype(np.float64) / 255.0 - y.astype(np.float64) / 255.0).sum())
 
 
-class ImageMatcher:
-    """Near-equality of images by name (content hash), per the module's rule."""
+VERDICT_SCHEMA = {"image_a": pl.String, "image_b": pl.String, "same": pl.Boolean, "kind": pl.String,
+                  "measure": pl.String}
+_PICTURES_KEPT = 4096  # normalized pictures kept in memory (a picture meets many others in a row)
 
-    def __init__(self, index: ImageIndex, rule: MatchRule = MatchRule()):
+
+class ImageMatcher:
+    """Near-equality of images by name (content hash), per the module's rule, and, with
+    ``read_image`` (name -> bytes), the picture verdict on the pairs the rule lets through."""
+
+    def __init__(self, index: ImageIndex, rule: MatchRule = MatchRule(),
+                 read_image: Callable[[str], bytes] | None = None, known_verdicts: pl.DataFrame | None = None):
         self.index = index
         self.rule = rule
         # a picture reused by many questions meets the same others again and again
         self._known: dict[tuple[str, str], dict | None] = {}
+        self.read_image = read_image
+        self._verdicts: dict[tuple[str, str], tuple[bool, str, str]] = {}
+        self._pictures: dict[str, object] = {}
+        self.verdicts_computed = 0
+        if known_verdicts is not None and dict(known_verdicts.schema) == VERDICT_SCHEMA:
+            for a, b, same, kind, measure in known_verdicts.iter_rows():
+                self._verdicts[a, b] = (same, kind, measure)
+
+    # ---- the picture verdict ----------------------------------------------------------------
+
+    def _picture(self, name: str):
+        from pipelines.clean.dedup import ink
+
+        found = self._pictures.get(name)
+        if found is None:
+            if len(self._pictures) >= _PICTURES_KEPT:
+                self._pictures.clear()
+            try:
+                found = ink.ink_picture(self.read_image(name))
+            except (OSError, ink.Undecodable) as exc:
+                found = f"{type(exc).__name__}: {exc}"[:200]
+            self._pictures[name] = found
+        return found
+
+    def _compute_verdict(self, a: str, b: str) -> tuple[bool, str, str]:
+        from pipelines.clean.dedup import ink
+
+        first, second = self._picture(a), self._picture(b)
+        if isinstance(first, str) or isinstance(second, str):
+            error = first if isinstance(first, str) else second
+            return False, "undecodable", json.dumps({"error": error}, sort_keys=True)
+        verdict = ink.compare_prepared(first, second)
+        return verdict.same, verdict.kind, json.dumps(verdict.measure, sort_keys=True)
+
+    def verdicts_for(self, pairs: list[tuple[str, str]]) -> None:
+        """Compute the verdicts of these (a < b) pairs not known yet."""
+        todo = [pair for pair in dict.fromkeys(pairs) if pair not in self._verdicts]
+        for a, b in todo:  # one after the other: a picture's normalized ink is reused by its next pairs
+            self._verdicts[a, b] = self._compute_verdict(a, b)
+        self.verdicts_computed += len(todo)
+
+    def verdict(self, a: str, b: str) -> tuple[bool, str, str]:
+        """(same, kind, measure JSON) of names ``a < b``."""
+        self.verdicts_for([(a, b)])
+        return self._verdicts[a, b]
+
+    def verdicts(self) -> pl.DataFrame:
+        """The verdicts known of pairs of images the index still describes, sorted: to keep for
+        the next run (``known_verdicts``)."""
+        present = self.index.row_of
+        rows = sorted((a, b, *found) for (a, b), found in self._verdicts.items() if a in present and b in present)
+        return pl.DataFrame(rows, schema=VERDICT_SCHEMA, orient="row")
+
+    def _with_verdict(self, a: str, b: str, evidence: dict | None) -> dict | None:
+        """``evidence`` of a pair (a < b) the descriptors let through, when the picture verdict
+        agrees (with the verdict added), else None."""
+        if evidence is None or self.read_image is None:
+            return evidence
+        same, kind, measure = self.verdict(a, b)
+        if not same:
+            return None
+        return {**evidence, "verdict": kind, "ink": json.loads(measure)}
 
     def distance(self, a: str, b: str) -> dict | None:
         """Evidence (a dict) when images ``a`` and ``b`` are near-equal, else None."""
@@ -256,7 +333,7 @@ class ImageMatcher:
         try:
             found = self._known[a, b]
         except KeyError:
-            found = self._known[a, b] = self._distance(a, b)
+            found = self._known[a, b] = self._with_verdict(a, b, self._distance(a, b))
         return None if found is None else dict(found)
 
     def judge(self, a: list[str | None], b: list[str | None]) -> None:
@@ -278,9 +355,9 @@ class ImageMatcher:
             self._judged(ra, rb)
         self._known.update(dict.fromkeys(pairs))
         for k in np.flatnonzero(outcome != kernel.NOT_NEAR).tolist():
-            self._known[pairs[k]] = _evidence(
+            self._known[pairs[k]] = self._with_verdict(*pairs[k], _evidence(
                 int(outcome[k]), float(bound[k]), int(hamming[k]), float(colour[k]), float(grey[k]), int(box[k]),
-                int(chamming[k]), bool(rescanned[k]), bool(recropped[k]), float(aligned[k]), self.rule, kernel)
+                int(chamming[k]), bool(rescanned[k]), bool(recropped[k]), float(aligned[k]), self.rule, kernel))
 
     def near_many(self, a: list[str | None], b: list[str | None]) -> np.ndarray:
         """``near(a[k], b[k])`` per pair, judged together in compiled code (nothing is cached)."""
@@ -293,7 +370,12 @@ class ImageMatcher:
         todo = np.flatnonzero(~same & (lo >= 0))
         verdict = same.copy()
         pairs, inverse = np.unique(lo[todo] * np.int64(len(index.phash)) + hi[todo], return_inverse=True)
-        near = self._judged(pairs // len(index.phash), pairs % len(index.phash))[0]
+        first_rows, second_rows = pairs // len(index.phash), pairs % len(index.phash)
+        near = self._judged(first_rows, second_rows)[0]
+        if self.read_image is not None:  # the pictures of the pairs the descriptors let through
+            names = self.index._names
+            for k in np.flatnonzero(near).tolist():
+                near[k] = self.verdict(names[int(first_rows[k])], names[int(second_rows[k])])[0]
         verdict[todo] = near[inverse.reshape(-1)]
         return verdict
 
