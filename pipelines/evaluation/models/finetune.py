@@ -44,6 +44,7 @@ import hashlib
 import json
 import math
 import os
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -440,6 +441,8 @@ class ClipFineTuneModel(MultipleChoiceModel):
         if world > 1:
             batches = [b[rank::world] or b[:1] for b in batches]
         loader = data_loader(QuestionBatch(train, batches, tokenizer, context, processor), self.workers, self.device)
+        _sync(self.device)
+        loop_start, pauses, samples = time.perf_counter(), 0.0, 0
         for batch in loader:
             if stopper.stop:
                 break
@@ -455,13 +458,16 @@ class ClipFineTuneModel(MultipleChoiceModel):
             with torch.no_grad():
                 model.logit_scale.clamp_(0, math.log(100))
             step += 1
-            if step % eval_every == 0 or step == total:
-                curve.append({"step": step, "epoch": round(step / per_epoch, 4), "valid_accuracy": evaluate()})
-                if stopper.update(curve[-1]["valid_accuracy"], step) and rank == 0:
-                    _save(model.state_dict(), run_dir / "best.pt")
+            samples += int((batch["answers"] != IGNORE).sum())
+            if step % eval_every == 0 or step == total or step % save_every == 0:
+                _sync(self.device)
+                paused = time.perf_counter()
+                if step % eval_every == 0 or step == total:
+                    curve.append({"step": step, "epoch": round(step / per_epoch, 4), "valid_accuracy": evaluate()})
+                    if stopper.update(curve[-1]["valid_accuracy"], step) and rank == 0:
+                        _save(model.state_dict(), run_dir / "best.pt")
                 save_last()
-            elif step % save_every == 0:
-                save_last()
+                pauses += time.perf_counter() - paused
             if self.stop_after_steps is not None and step >= self.stop_after_steps:
                 raise KeyboardInterrupt(f"stopped after step {step} (test)")
         selection = {
@@ -476,6 +482,9 @@ class ClipFineTuneModel(MultipleChoiceModel):
             "best_step": stopper.best_step,
             "best_valid_accuracy": stopper.best,
             "stopped_early": stopper.stop,
+            # this process's training steps of this session (evaluations and checkpoints left out)
+            "train_samples": samples,
+            "train_seconds": round(time.perf_counter() - loop_start - pauses, 3),
         }
         if rank == 0:
             (run_dir / "run.json").write_text(json.dumps({"model": self.name, "selection": selection}, indent=1))
@@ -509,6 +518,13 @@ class ClipFineTuneModel(MultipleChoiceModel):
             for i, prediction in zip(indices, self.inference.predict([questions[i] for i in indices])):
                 predictions[i] = prediction
         return predictions
+
+
+def _sync(device: str) -> None:
+    import torch
+
+    if is_cuda(device):
+        torch.cuda.synchronize()
 
 
 def _autocast_device(device: str) -> str:
