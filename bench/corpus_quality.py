@@ -176,7 +176,7 @@ def option_form(texts: list[str | None], originals: list[int] | None = None) -> 
             if math_free(text, match.start()) and unicodedata.normalize("NFKC", match.group(1) or match.group(2)) in letters:
                 holding += 1
                 break
-    keys = [" ".join(unicodedata.normalize("NFKC", t).casefold().split()) for t in present]
+    keys = [" ".join(t.split()) for t in present]  # as import's "identical options" reads them: $Mg$ is not $mg$
     # a separator left behind: every option but the last ends in the same one (code that ends
     # every option in ";" is no list of separated options)
     ends = [_SEPARATOR_END.search(t) for t in present]
@@ -196,7 +196,7 @@ def _label_letter(label: str) -> str:
 
 def math_free(text: str, position: int) -> bool:
     """Whether ``position`` of ``text`` lies outside its TeX math."""
-    from pipelines.clean.latex.convert import find_tex_math
+    from pipelines.tex_math import find_tex_math
 
     return not any(m.start <= position < m.end for m in find_tex_math(text))
 

@@ -13,7 +13,7 @@ sub/superscript (``U.S.A.`` and ``x_A.`` are no labels). A label in parentheses 
 word with no space (``(B)is doubled(C) remains``): such a glued label joins a run only when it
 makes the run longer than the runs without glued labels, and never starts one (``f(A) and
 f(B)`` are notation). No label is ever inside math: ``$...$`` (within its line), ``\\(...\\)``,
-``\\[...\\]`` as ``pipelines.clean.latex.convert.find_tex_math`` finds it, so a price is not
+``\\[...\\]`` as ``pipelines.tex_math.find_tex_math`` finds it, so a price is not
 math (``(A) $501k (B) $534k``: a dollar before a digit that is not closed as math), or after an
 unclosed ``\\begin{...}`` (options laid out in a table are not parsed).
 At the start of a line a lower-case letter (``c.``, an OCR slip) or a bare letter followed by a
@@ -40,7 +40,7 @@ import unicodedata
 from bisect import bisect_left
 from dataclasses import dataclass
 
-from pipelines.clean.latex.convert import find_tex_math
+from pipelines.tex_math import find_tex_math
 
 _STRONG = re.compile(
     r"(?:(?P<open>[(（])(?P<inner>[A-ZＡ-Ｚ])[)）])"
