@@ -803,8 +803,10 @@ def compare_models(
     seed: int = 0,
 ) -> dict[str, object]:
     """``model_a`` minus ``model_b``: per subject and micro (``paired_comparison`` each), and the
-    macro difference (the mean of the subject differences, the headline's definition) with a
-    normal 95% interval treating subjects as independent strata: se = sqrt(sum se_s^2) / S.
+    macro difference (the mean of the subject differences, the headline's definition): its 95%
+    interval combines the subjects' intervals (MOVER, subjects as independent strata) or, with
+    ``bootstrap``, is a stratified paired bootstrap; ``mcnemar_p`` is the stratified exact test
+    (``stratified_mcnemar_p``); ``significant`` needs both to reject.
     """
     _check_columns(scored, ("model", "question_id", "split", "subject", "correct"), "scored predictions")
     mine = scored.filter(pl.col("split") == split)
@@ -836,12 +838,18 @@ def compare_models(
     macro_high = min(PERCENT, macro_high)
     for result in (micro, *per_subject.values()):
         result.pop("replicates", None)
+    macro_p = stratified_mcnemar_p(
+        [(r["a_only"], r["b_only"], r["n"]) for r in per_subject.values()], seed=stream_seed(seed, "macro-sign-flip", model_a, model_b, split)
+    )
     macro = {
         "difference": macro_difference,
         "ci_low": macro_low,
         "ci_high": macro_high,
         "subjects": len(subjects),
-        "significant": not (macro_low <= 0.0 <= macro_high),
+        "mcnemar_p": macro_p,
+        # significant only where the interval and the stratified exact test agree: neither a
+        # few discordant questions of a small subject nor a normal-style combination decides alone
+        "significant": macro_p < 1.0 - CONFIDENCE_LEVEL and not (macro_low <= 0.0 <= macro_high),
         "interval": interval,
         "accuracy_a": float(np.mean([r["accuracy_a"] for r in per_subject.values()])),
         "accuracy_b": float(np.mean([r["accuracy_b"] for r in per_subject.values()])),
@@ -892,6 +900,36 @@ def mcnemar_difference_interval(a_only: int, b_only: int, n: int) -> tuple[float
     lower = min(q_low * (2 * pi_low - 1), q_high * (2 * pi_low - 1))
     upper = max(q_low * (2 * pi_high - 1), q_high * (2 * pi_high - 1))
     return lower * PERCENT, upper * PERCENT
+
+
+SIGN_FLIP_DRAWS = 200_000
+
+
+def stratified_mcnemar_p(subjects: Sequence[tuple[int, int, int]], *, seed: int, draws: int = SIGN_FLIP_DRAWS) -> float:
+    """Two-sided p-value of the macro difference (mean over subjects of (a_only - b_only) / n)
+    under McNemar's null in every subject: given each subject's discordant count, which model
+    is right on a discordant question is a fair coin. With one subject it is McNemar's exact
+    test; with several, a few discordant questions of a small subject count for what they are.
+    Exact when the null has at most ``draws`` outcomes, else ``draws`` seeded Monte Carlo draws."""
+    observed = sum((a - b) / n for a, b, n in subjects) / len(subjects)
+    discordant = [a + b for a, b, _ in subjects]
+    tolerance = 1e-9
+    if math.prod(d + 1 for d in discordant) <= draws:
+        # exact: every combination of per-subject counts, with its binomial probability
+        statistic = np.zeros(1)
+        weight = np.ones(1)
+        for (_, _, n), d in zip(subjects, discordant):
+            k = np.arange(d + 1)
+            log_choose = np.array([math.lgamma(d + 1) - math.lgamma(i + 1) - math.lgamma(d - i + 1) for i in k])
+            probability = np.exp(log_choose - d * math.log(2.0))
+            statistic = (statistic[:, None] + ((2 * k - d) / n / len(subjects))[None, :]).ravel()
+            weight = (weight[:, None] * probability[None, :]).ravel()
+        return float(min(1.0, weight[np.abs(statistic) >= abs(observed) - tolerance].sum()))
+    rng = np.random.default_rng(seed)
+    statistic = np.zeros(draws)
+    for (_, _, n), d in zip(subjects, discordant):
+        statistic += (2 * rng.binomial(d, 0.5, size=draws) - d) / n / len(subjects)
+    return float(np.mean(np.abs(statistic) >= abs(observed) - tolerance))
 
 
 def mcnemar_exact_p(a_only: int, b_only: int) -> float:

@@ -684,10 +684,12 @@ def _comparison_section(comparisons: Sequence[Mapping[str, Any]] | None, metrics
         "Macro: mean of the per-subject paired differences, its 95% interval combining the subjects' intervals "
         "(MOVER; subjects as independent strata); micro and per subject: the wider of the cluster-robust paired "
         "interval and the exact interval that excludes 0 only where McNemar's exact test rejects (p &lt; 0.05). "
+        "Macro p: McNemar's exact test stratified by subject (given each subject's discordant questions, which "
+        "model is right on each is a fair coin); * significant: the macro interval excludes 0 and p &lt; 0.05. "
         "The same table comes from <code>stemforge compare A B</code>.</p>"
     )
     subjects = sorted({s for c in comparisons for s in c["subjects"]})
-    columns = ["model", "macro difference", "macro 95% interval", "micro difference", "micro 95% interval", "McNemar p (micro)"]
+    columns = ["model", "macro difference", "macro 95% interval", "macro p", "micro difference", "micro 95% interval", "McNemar p (micro)"]
     columns += [f"{s} difference (p)" for s in subjects]
     rows = []
     for c in comparisons:
@@ -696,6 +698,7 @@ def _comparison_section(comparisons: Sequence[Mapping[str, Any]] | None, metrics
             c["model_a"],
             f"{macro['difference']:+.1f}",
             _signed_interval(macro["ci_low"], macro["ci_high"]),
+            "-" if macro.get("mcnemar_p") is None else f"{macro['mcnemar_p']:.3g}{' *' if macro.get('significant') else ''}",
             f"{micro['difference']:+.1f}",
             _signed_interval(micro["ci_low"], micro["ci_high"]),
             f"{micro['mcnemar_p']:.3g}",

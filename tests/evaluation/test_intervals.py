@@ -98,6 +98,7 @@ def test_compare_never_gives_zero_width_and_agrees_with_mcnemar():
     assert not eng["significant"] and eng["ci_low"] <= 0.0
     macro = result["macro"]
     assert not macro["significant"] and macro["ci_low"] <= 0.0 <= macro["ci_high"]
+    assert 0.0 < macro["mcnemar_p"] <= 1.0
     # a clear difference stays significant: 20 of 20 discordant for a (p ~ 2e-6)
     clear = compare_models(paired({"engineering": ([True] * 20 + [False] * 10, [False] * 30)}), "a", "b", "test")
     assert clear["subjects"]["engineering"]["significant"] and clear["macro"]["significant"]
@@ -112,3 +113,21 @@ def test_compare_bootstrap_changes_the_macro_interval():
     assert (boot["macro"]["ci_low"], boot["macro"]["ci_high"]) != (plain["macro"]["ci_low"], plain["macro"]["ci_high"])
     assert boot["macro"]["interval"] != plain["macro"]["interval"]
     assert boot["macro"]["ci_low"] < boot["macro"]["difference"] < boot["macro"]["ci_high"]
+
+
+def test_compare_macro_significance_keeps_its_size_for_two_random_guessers():
+    """Two random guessers, with a 10-question engineering subject: the macro is called
+    significant in at most about 5% of simulated pairs (and one subject's test is McNemar's)."""
+    from pipelines.evaluation.metrics import stratified_mcnemar_p
+
+    assert stratified_mcnemar_p([(5, 0, 10)], seed=1) == pytest.approx(mcnemar_exact_p(5, 0))
+    assert stratified_mcnemar_p([(30, 10, 100)], seed=1) == pytest.approx(mcnemar_exact_p(30, 10))
+    rng = np.random.default_rng(0)
+    called = 0
+    trials = 60
+    for _ in range(trials):
+        subjects = {}
+        for subject, size, options in (("science", 200, 3), ("math", 200, 3), ("engineering", 10, 2), ("technology", 30, 4)):
+            subjects[subject] = ((rng.random(size) < 1 / options).tolist(), (rng.random(size) < 1 / options).tolist())
+        called += compare_models(paired(subjects), "a", "b", "test")["macro"]["significant"]
+    assert called / trials <= 0.05
