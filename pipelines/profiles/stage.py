@@ -15,6 +15,7 @@ import polars as pl
 
 from pipelines.evaluation.reference_results import PAPER_PREFIX
 from pipelines.evaluation.smartscore import paper_sample_notes
+from pipelines.store.atomic import atomic_write_text
 from pipelines.evaluation.stage import comparisons_with_best_baseline, scored_frame, smartscore_rules
 from pipelines.profiles.cogme.manual import load_manual_tags
 from pipelines.profiles.cogme.profiles import dataset_profile, frequency_accuracy_relation, model_profiles, preferred_tags
@@ -152,7 +153,7 @@ def _kept_model_colors(home: DataHome, metrics: pl.DataFrame | None, profiles: p
     colors = {**kept, **_report_colors(metrics, profiles, kept)}
     if colors != kept:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(colors, sort_keys=True, indent=1) + "\n", encoding="utf-8")
+        atomic_write_text(path, json.dumps(colors, sort_keys=True, indent=1) + "\n")
     return colors
 
 
