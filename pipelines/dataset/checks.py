@@ -53,7 +53,8 @@ def kept_order_keys_match_source(home: DataHome, settings: BuildSettings) -> Che
     their source options call for, the permutation is the identity, the options are the
     source's, and a figure-label key still names the source's answer position."""
 
-    source = read_lake(home, "latex").select("question_id", "choices", "answer_idx")
+    latex = read_lake(home, "latex")
+    source = latex.select("question_id", "choices", "answer_idx", *(["source"] if "source" in latex.columns else []))
     after = read_lake(home, "shuffled")
     if "shuffle" not in after.columns:
         return CheckOutcome(False, "the shuffled questions record no shuffle column", {"missing_column": "shuffle"})

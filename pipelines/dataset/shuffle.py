@@ -72,8 +72,12 @@ def _permute(question_ids: list[str], num_options, answers, seed: int, keep=None
     return perms.cast(pl.List(pl.Int64)).rename("permutation"), new_answers
 
 
+RELEASE_ORDER = f"{KEPT_ORDER_PREFIX}release"
+
+
 def option_orders(questions: pl.DataFrame) -> pl.Series:
-    """The ``shuffle`` value of each question, classified once per distinct option list."""
+    """The ``shuffle`` value of each question, classified once per distinct option list;
+    ``kept-order:release`` for a STEM release's questions (``source`` ``stem-parquet:...``)."""
     if "choices" not in questions.columns:
         return pl.Series("shuffle", [SHUFFLED] * questions.height, dtype=pl.String)
     distinct = questions.select("choices").unique(maintain_order=True)
@@ -81,13 +85,18 @@ def option_orders(questions: pl.DataFrame) -> pl.Series:
         pl.Series("shuffle", [option_order(c) for c in distinct["choices"].to_list()], dtype=pl.String)
     )
     joined = questions.select("choices").join(decided, on="choices", how="left", nulls_equal=True, maintain_order="left")
-    return joined["shuffle"]
+    shuffle = joined["shuffle"]
+    if "source" in questions.columns:  # a STEM release's options are in its published order already
+        release = questions["source"].str.starts_with("stem-parquet:").fill_null(False)
+        shuffle = pl.select(pl.when(release).then(pl.lit(RELEASE_ORDER)).otherwise(shuffle).alias("shuffle")).to_series()
+    return shuffle
 
 
 def shuffle_options(questions: pl.DataFrame, seed: int) -> pl.DataFrame:
     """Permute ``choices`` / ``choice_images``, remap ``answer_idx``, add ``permutation`` and
     ``shuffle`` (``shuffled`` or ``kept-order:<reason>``; kept-order questions keep the
-    identity permutation).
+    identity permutation; ``kept-order:release`` for a STEM release's questions, whose option
+    positions, answer key and preds.txt are the release's).
 
     ``answer_idx`` of -1 (answer unknown) stays -1.
     """

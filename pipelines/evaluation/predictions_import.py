@@ -136,6 +136,8 @@ def _read_preds_txt(path: Path, test_ids: list[str]):
         if not text.lstrip("-").isdigit():
             yield line_number, LineError(f"expected one integer index, got {line[:40]!r}")
             continue
+        if test_ids[line_number - 1] is None:  # a release's test row this build merged into another question
+            continue
         yield line_number, {"question_id": test_ids[line_number - 1], "prediction": int(text)}
     if count < len(test_ids):
         raise PredictionsImportError(
@@ -157,11 +159,14 @@ def _undecodable_line(path: Path) -> str:
 
 
 def import_predictions(
-    path: str | Path, model: str, questions: pl.DataFrame, order_by: str = "order", fmt: str = "auto"
+    path: str | Path, model: str, questions: pl.DataFrame, order_by: str = "order", fmt: str = "auto",
+    test_order: list[str | None] | None = None,
 ) -> pl.DataFrame:
     """``fmt``: ``stemforge`` (the formats above), ``vlmevalkit`` or ``lmms-eval`` (their
     outputs on a ``stemforge export``, see ``harness_import``), or ``auto`` to tell them
-    apart by the file name and its header or first line."""
+    apart by the file name and its header or first line. ``test_order``: the question of each
+    preds.txt line (None: a line to skip) when it is not the test split in ``order_by`` order
+    (a home imported from a STEM release: the release's test rows)."""
     path = Path(path)
     if not model or not model.strip():
         raise PredictionsImportError("model name is empty")
@@ -190,7 +195,7 @@ def import_predictions(
     elif suffix == ".csv":
         rows = _read_csv(path)
     elif suffix == ".txt":
-        rows = _read_preds_txt(path, _test_order(questions, order_by))
+        rows = _read_preds_txt(path, test_order if test_order is not None else _test_order(questions, order_by))
     else:
         raise PredictionsImportError(
             f"{path.name}: unknown predictions format {suffix or '(no extension)'!r}; use .jsonl, .csv or preds.txt"

@@ -295,6 +295,34 @@ def _to_stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
+RELEASE_TEST_KEY = r"^test-\d{5}-of-\d{5}\.parquet#\d+$"
+
+
+def release_test_order(home: DataHome, questions: pl.DataFrame) -> list[str | None] | None:
+    """When the test split is one STEM release's (``stem-parquet:``): its test rows in release
+    order, each as the question it became, or None for a row this build did not keep (merged
+    into another question, quarantined), so that the release's own preds.txt imports line by
+    line. None for any other home (preds.txt then follows the test split's export order)."""
+    test = questions.filter(pl.col("split") == "test")
+    sources = test["source"].unique().to_list() if "source" in test.columns else []
+    if len(sources) != 1 or not str(sources[0]).startswith("stem-parquet:"):
+        return None
+    if not test["source_key"].str.contains(RELEASE_TEST_KEY).all():
+        return None
+    from pipelines.store.lake import read_raw_questions
+
+    raw = read_raw_questions(home)
+    keys = raw.filter((pl.col("source") == sources[0]) & pl.col("source_key").str.contains(RELEASE_TEST_KEY))["source_key"]
+    quarantine = home.lake / "quarantine"
+    for path in sorted(quarantine.glob("*.parquet")) if quarantine.is_dir() else []:
+        lost = pl.read_parquet(path, columns=["source", "source_key"])
+        keys = pl.concat([keys, lost.filter((pl.col("source") == sources[0])
+                                             & pl.col("source_key").str.contains(RELEASE_TEST_KEY))["source_key"]])
+    ordered = sorted(set(keys.to_list()), key=lambda k: (k.partition("#")[0], int(k.partition("#")[2])))
+    kept = dict(zip(test["source_key"].to_list(), test["question_id"].to_list()))
+    return [kept.get(key) for key in ordered]
+
+
 def import_predictions_file(
     home: DataHome, path: Path, model: str, fmt: str = "auto", log: Callable[[str], None] = _to_stderr
 ) -> dict:
@@ -311,7 +339,8 @@ def import_predictions_file(
     questions = load_questions(home)
     # preds.txt lines follow the exported test split's row order
     ordered = export_order(questions).rename({"export_position": "order"})
-    imported = import_predictions(path, model, ordered, order_by="order", fmt=fmt)
+    imported = import_predictions(path, model, ordered, order_by="order", fmt=fmt,
+                                  test_order=release_test_order(home, questions))
     joined = imported.join(questions.select("question_id", "split", "answer_idx"), on="question_id", how="left")
     unkeyed = joined.filter(pl.col("answer_idx") < 0).sort("source_line")
     if unkeyed.height:
