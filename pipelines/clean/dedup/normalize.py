@@ -253,6 +253,20 @@ def _strip_label(text: str) -> str:
     return _LABEL_PREFIX.sub("", text, count=1)
 
 
+_MAX_TEX_NESTING = 100  # brace and bracket groups; _canonical_tokens recurses once or twice per level
+
+
+def _nesting(tokens: list[str]) -> int:
+    depth = deepest = 0
+    for tok in tokens:
+        if tok in ("{", "["):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif tok in ("}", "]") and depth:
+            depth -= 1
+    return deepest
+
+
 @lru_cache(maxsize=1 << 16)
 def canonical_text(text: str | None, option: bool = False) -> str:
     """The form near-duplicate confirmation compares (see the comment above); ``option=True``
@@ -267,7 +281,11 @@ def canonical_text(text: str | None, option: bool = False) -> str:
         if "$" in s:
             s = _dollars_as_delimiters(s)
         tokens: list[str] = []
-        _canonical_tokens(_TEX_TOKEN.findall(s), 0, None, tokens)
+        tex = _TEX_TOKEN.findall(s)
+        if _nesting(tex) <= _MAX_TEX_NESTING:
+            _canonical_tokens(tex, 0, None, tokens)
+        else:  # deeper than any formula (hostile): compared as written, never parsed recursively
+            tokens = [tok if tok.startswith("\\") else tok.casefold() for tok in tex]
     else:
         tokens = list(s.casefold())
     return unicodedata.normalize("NFC", _finish(tokens))

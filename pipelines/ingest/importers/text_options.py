@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from pipelines.tex_math import find_tex_math
@@ -71,6 +71,19 @@ def _at_line_start(text: str, position: int) -> bool:
     return text[line_begin:position].strip(" \t\u3000") == ""
 
 
+class _LineStarts:
+    """``_at_line_start`` for many positions of one text, each in O(log n) (hostile texts are long)."""
+
+    def __init__(self, text: str):
+        self.begins = [0] + [m.end() for m in re.finditer("\n", text)]
+        blank = re.compile("[ \t\u3000]*")
+        self.content = {begin: blank.match(text, begin).end() for begin in self.begins}  # first other character
+
+    def __call__(self, position: int) -> bool:
+        begin = self.begins[bisect_right(self.begins, position) - 1]
+        return position <= self.content[begin]
+
+
 def _math_regions(text: str) -> list[tuple[int, int]]:
     """(start, end) of the TeX math of each line (inline math never spans lines here: a lone
     "$", a price, upsets one line at most), as the LaTeX stage finds it."""
@@ -84,11 +97,14 @@ def _math_regions(text: str) -> list[tuple[int, int]]:
 
 
 def _inside(regions: list[tuple[int, int]], position: int) -> bool:
-    return any(start <= position < end for start, end in regions)
+    """``regions`` are sorted and disjoint (``_math_regions``): one bisection."""
+    i = bisect_right(regions, (position, float("inf"))) - 1
+    return i >= 0 and regions[i][0] <= position < regions[i][1]
 
 
 def _labels(text: str, regions: list[tuple[int, int]]) -> list[_Label]:
     found: dict[int, _Label] = {}
+    at_line_start = _LineStarts(text)
     for match in _STRONG.finditer(text):
         start = match.start()
         glued = False
@@ -99,7 +115,7 @@ def _labels(text: str, regions: list[tuple[int, int]]) -> list[_Label]:
         if match.group("bare") and _ABBREVIATION_BEFORE.search(text[max(0, start - 3) : start]):
             continue
         letter = match.group("inner") or match.group("bare")
-        found[start] = _Label(start, match.end(), _letter_index(letter), True, _at_line_start(text, start), glued)
+        found[start] = _Label(start, match.end(), _letter_index(letter), True, at_line_start(start), glued)
     for match in _WEAK_AT_LINE_START.finditer(text):
         group = "lower" if match.group("lower") else "spaced"
         start = match.start(group)
@@ -114,27 +130,40 @@ def _labels(text: str, regions: list[tuple[int, int]]) -> list[_Label]:
     ]
 
 
-def _run_from(first: _Label, labels: list[_Label], lines_only: bool) -> list[_Label]:
+def _run_from(first: _Label, by_letter: dict[int, tuple[list[int], list[_Label]]]) -> list[_Label]:
     """Labels B, C, ... after ``first``, each the first one found after the previous; a run
-    across lines takes labels that start a line (strong or weak), a free run strong ones."""
+    across lines takes labels that start a line (strong or weak), a free run strong ones
+    (``by_letter``: the labels of the run's kind by letter, with their starts, for bisection)."""
     run = [first]
-    for label in labels:
-        if label.start < run[-1].end or label.index != run[-1].index + 1:
-            continue
-        if (lines_only and label.line_start) or (not lines_only and label.strong):
-            run.append(label)
+    while run[-1].index + 1 in by_letter:
+        starts, labels = by_letter[run[-1].index + 1]
+        i = bisect_left(starts, run[-1].end)
+        if i == len(starts):
+            break
+        run.append(labels[i])
     return run
+
+
+def _by_letter(labels: list[_Label]) -> dict[int, tuple[list[int], list[_Label]]]:
+    found: dict[int, tuple[list[int], list[_Label]]] = {}
+    for label in labels:  # in order of their starts
+        starts, kept = found.setdefault(label.index, ([], []))
+        starts.append(label.start)
+        kept.append(label)
+    return found
 
 
 def _best_run(labels: list[_Label]) -> list[_Label]:
     runs = []
+    on_lines = _by_letter([label for label in labels if label.line_start])
+    free = _by_letter([label for label in labels if label.strong])
     for first in labels:
         if first.index != 0 or first.glued:
             continue
         if first.line_start:
-            runs.append(_run_from(first, labels, lines_only=True))
+            runs.append(_run_from(first, on_lines))
         if first.strong:
-            runs.append(_run_from(first, labels, lines_only=False))
+            runs.append(_run_from(first, free))
     return max(runs, key=lambda run: (len(run), all(label.line_start for label in run), run[0].start), default=[])
 
 
@@ -149,8 +178,7 @@ def _trimmed(text: str, start: int, end: int, regions: list[tuple[int, int]]) ->
     """``text[start:end]`` without white space, separators and doubled label punctuation at
     its ends; nothing inside math is touched, and a ``|`` goes only while the bars are unpaired."""
 
-    def bars() -> int:
-        return sum(1 for i in range(start, end) if text[i] == "|" and not _inside(regions, i))
+    bars = sum(1 for i in range(start, end) if text[i] == "|" and not _inside(regions, i))
 
     def removable(i: int, at_start: bool) -> bool:
         char = text[i]
@@ -159,13 +187,15 @@ def _trimmed(text: str, start: int, end: int, regions: list[tuple[int, int]]) ->
         if char.isspace() or (char in _SEPARATORS and char != "|"):
             return True
         if char == "|":
-            return bars() % 2 == 1
+            return bars % 2 == 1
         # "(A). 5": a second label punctuation, followed by white space (".5" is a number)
         return at_start and char in _LABEL_PUNCTUATION and (i + 1 == end or text[i + 1].isspace())
 
     while start < end and removable(start, True):
+        bars -= text[start] == "|"
         start += 1
     while end > start and removable(end - 1, False):
+        bars -= text[end - 1] == "|"
         end -= 1
     return start, end
 
