@@ -66,3 +66,84 @@ def test_nested_tex_within_the_limit_is_still_read_as_tex():
     assert canonical_text("\\(\\frac{1}{2}\\)") == canonical_text("$\\frac12$")
     deep = "\\(" + "{" * 50 + "\\left( x \\right)" + "}" * 50 + "\\)"
     assert canonical_text(deep) == "{" * 50 + "(x)" + "}" * 50  # parsed: \left and \right are invisible
+
+
+# ---------------------------------------------------------------- pages (a loopback server)
+
+
+class _Dripping:
+    """A loopback server whose ``/slow.html`` sends its headers at once, then one byte of its
+    body every ``interval`` seconds (slow-loris); ``/`` links to it; everything else is 404."""
+
+    def __init__(self, interval: float = 0.05, size: int = 4000):
+        import socketserver
+        import threading
+        from http.server import BaseHTTPRequestHandler
+
+        body = b"<html><body>" + b"x" * size + b"</body></html>"
+        stop = self.stop = threading.Event()
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                if self.path == "/":
+                    page = b'<!doctype html><html><body><a href="/slow.html">slow</a></body></html>'
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html")
+                    self.send_header("Content-Length", str(len(page)))
+                    self.end_headers()
+                    self.wfile.write(page)
+                    return
+                if self.path != "/slow.html":
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.flush()
+                try:
+                    for i in range(len(body)):
+                        if stop.wait(interval):
+                            return
+                        self.wfile.write(body[i:i + 1])
+                        self.wfile.flush()
+                except OSError:
+                    pass
+
+        class Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.timeout(120)
+def test_a_drip_fed_body_costs_the_response_deadline(tmp_path):
+    from pipelines.ingest.crawl import CrawlConfig, RawStore, crawl
+
+    site = _Dripping()
+    try:
+        started = time.perf_counter()
+        report = crawl(CrawlConfig(base_url=site.base_url, rate_per_host=1000, burst=50, concurrency=2, timeout=1.0,
+                                   max_retries=1, backoff_base=0, backoff_cap=0), tmp_path / "raw")
+        elapsed = time.perf_counter() - started
+    finally:
+        site.close()
+    assert report.failed.get("timeout after 2 attempts") == 1, report
+    assert elapsed < 8, elapsed  # two attempts of a 1 s deadline, not 4,000 bytes x 50 ms each
+    with RawStore(tmp_path / "raw") as store:
+        assert dict(store.failures())[site.base_url + "slow.html"].startswith("timeout")

@@ -229,11 +229,25 @@ class _Fetcher:
 
     def _read(self, response: requests.Response, limit: int, truncate: bool, started: float) -> tuple[bytes, bool]:
         """(body, read to the end); over ``limit``: the first ``limit`` bytes if ``truncate``,
-        else a permanent failure. The deadline is checked between chunks."""
+        else a permanent failure. The deadline is checked continuously: each read returns what
+        one receive got (``read1``), and the socket waits no longer than the time left, so a
+        server that drip-feeds its body (slow-loris) costs the deadline, not minutes."""
         deadline = started + self.config.timeout
         chunks: list[bytes] = []
         total = 0
-        for chunk in response.raw.stream(_CHUNK, decode_content=True):
+        sock = getattr(getattr(response.raw, "_connection", None), "sock", None)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _Transient("timeout")
+            if sock is not None:
+                sock.settimeout(min(left, self.policy.timeout))
+            try:
+                chunk = response.raw.read1(_CHUNK, decode_content=True)
+            except (urllib3.exceptions.ReadTimeoutError, TimeoutError):
+                raise _Transient("timeout") from None
+            if not chunk:
+                break
             total += len(chunk)
             chunks.append(chunk)
             if total > limit:
