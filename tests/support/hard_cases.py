@@ -22,10 +22,12 @@ different (``should_merge=False``: another question's picture, dedup must never 
                   panels, or a 3x3 grid with a "?"; every panel differs, or only one.
 
 ``a`` is the real file as the corpus has it (the frames are drawn here); ``b`` is made from the
-figure flattened on white (a labelled figure is always a PNG: only the label differs). Same kind, n and seed: the same bytes (``cases``).
+figure flattened on white (a labelled figure is always a PNG: only the label differs). Same
+kind, n and seed: the same bytes (``cases``).
 
-``measure(kinds, n, seed)`` runs the real ingest (a ``python:`` source, ``records`` below), the
-filter, image-index and dedup stages in a temporary data home: each pair becomes two questions
+``measure(kinds, n, seed)`` runs the real ingest (a ``python:`` source, ``records`` below, allowed
+by name in ``STEMFORGE_PYTHON_SOURCES`` for the call), the filter, image-index and dedup stages
+in a temporary data home: each pair becomes two questions
 with the same text and options and the same answer (a merge is counted when both land in one
 group), and again with different answers (a ``near duplicate with a conflicting answer``
 quarantine is counted). Every pair and variant has its own text ("Puzzle 17: ..."), so pairs
@@ -37,6 +39,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -667,6 +670,7 @@ def records(kinds: str = ",".join(KINDS), n: str = "5", seed: str = "0", block: 
 
 
 NEAR_CONFLICT = "near duplicate with a conflicting answer"
+PYTHON_SOURCES_ENV = "STEMFORGE_PYTHON_SOURCES"  # pipelines.ingest.importers.python_source.ALLOWED_ENV
 
 
 def measure(kinds: Iterable[str] = KINDS, n: int = 60, seed: int = 0, home=None, block: bool = False) -> dict[str, dict]:
@@ -694,13 +698,23 @@ def measure(kinds: Iterable[str] = KINDS, n: int = 60, seed: int = 0, home=None,
     import polars as pl
 
     kinds = list(kinds)
+    module = _canonical()
     for kind in kinds:
-        _canonical()._cases(kind, n, seed)  # made once, in this module's cache
+        module._cases(kind, n, seed)  # made once, in this module's cache
+    # the operator's allow-list of python: sources (issue 30): this module, by name, for this call
+    saved = os.environ.get(PYTHON_SOURCES_ENV)
+    os.environ[PYTHON_SOURCES_ENV] = ",".join(filter(None, [saved, module.__name__]))
     with tempfile.TemporaryDirectory(prefix="stemforge-hard-cases-") as tmp:
         home = DataHome(Path(home or tmp).resolve())
-        spec = parse_source_spec(f"python:{Path(__file__).resolve()}:records?kinds={','.join(kinds)}&n={n}&seed={seed}"
-                                 f"&block={int(block)}")
-        outcome = land_source(spec, home, ImageStore(home.images))
+        try:
+            spec = parse_source_spec(f"python:{module.__name__}:records?kinds={','.join(kinds)}&n={n}&seed={seed}"
+                                     f"&block={int(block)}")
+            outcome = land_source(spec, home, ImageStore(home.images))
+        finally:
+            if saved is None:
+                os.environ.pop(PYTHON_SOURCES_ENV, None)
+            else:
+                os.environ[PYTHON_SOURCES_ENV] = saved
         filter_stage(home)
         image_index_stage(home)
         dedup_stage(home, BuildSettings(home=str(home.root), sources=(spec.text,), seed=seed))
