@@ -580,9 +580,10 @@ def _evaluation_section(
 def _exam_calibration_html(rules: Any) -> str:
     """The simulation against the paper's published exam scores: Table 8 row by row, Table 10
     per subject and method (mean over its skills), and the fit error per kind of row."""
-    from pipelines.evaluation.exam_calibration import calibration_table, fit_errors
+    from pipelines.evaluation.exam_calibration import CALIBRATED_SUBJECTS, calibration_table, expected_score, fit_errors
 
     table = calibration_table(rules)
+    ceilings = ", ".join(f"{subject} {expected_score(rules.for_subject(subject), 100.0):.0f}" for subject in CALIBRATED_SUBJECTS)
     table8 = table.filter(pl.col("table") == "8").select(
         "method", "subject", pl.col("accuracy").alias("accuracy (paper)"), pl.col("paper").alias("exam score (paper)"),
         pl.col("ours").alias("exam score (ours)"), "error", "role",
@@ -603,7 +604,9 @@ def _exam_calibration_html(rules: Any) -> str:
         "(independent answers, 4,000 sessions), next to the exam score the paper published for it. Fitted per subject "
         "on Table 8's Random and CLIP finetuning rows; the other rows are held out. Table 10's skills spread widely "
         "around their subject's value (its RMSE over skills): part of what the real site measures is the skill, "
-        "not the accuracy. The fit error says how far these exam scores can be read on the paper's scale.</p>",
+        "not the accuracy. The fit error says how far these exam scores can be read on the paper's scale. "
+        f"What a model right on every question scores under these rules: {escape(ceilings)} (the paper's science "
+        "pairs need short sessions, which cap its scores: compare them with the paper's, not with the 90 line).</p>",
         html_table(errors),
         "<details><summary>Table 8, row by row</summary>",
         html_table(table8),
