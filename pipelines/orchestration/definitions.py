@@ -98,6 +98,13 @@ def one_line_console(init_context: dg.InitLoggerContext) -> logging.Logger:
 HEARTBEAT_SECONDS = 20.0  # a step running longer says so this often
 
 
+def _progress_bar_showing() -> bool:
+    """Whether a tqdm bar (the crawl's, say) is on the terminal now."""
+    tqdm = sys.modules.get("tqdm")
+    instances = getattr(getattr(tqdm, "tqdm", None), "_instances", None)
+    return bool(instances)
+
+
 class StepClock(logging.Filter):
     """Every step says when it starts and ends, and a step still running says so every
     ``every`` seconds (no stage is silent for long, whatever it prints itself). Dagster logs a
@@ -146,6 +153,8 @@ class StepClock(logging.Filter):
                     if beats > shown.get(step, 0):
                         shown[step] = beats
                         due.append((step, now - started))
+            if due and _progress_bar_showing():
+                continue  # the step's own bar shows its progress; a line would break the bar
             for step, elapsed in due:
                 line = logging.LogRecord("stemforge", logging.INFO, __file__, 0,
                                          f"{step} - still running ({elapsed:.0f} s)", None, None)

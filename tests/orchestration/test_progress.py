@@ -84,3 +84,23 @@ def test_eval_shows_progress_at_a_terminal(monkeypatch):
     assert not show_progress(build_parser().parse_args(["eval", "--list", "--quiet"]))
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
     assert not show_progress(args)
+
+
+def test_a_step_with_its_own_bar_is_not_interrupted(monkeypatch, capsys):
+    from tqdm import tqdm
+
+    monkeypatch.setattr(definitions, "HEARTBEAT_SECONDS", 1.0)
+
+    @dg.op
+    def with_bar():
+        with tqdm(total=3, desc="work") as bar:
+            for _ in range(3):
+                time.sleep(0.9)
+                bar.update(1)
+
+    @dg.job(logger_defs={"console": definitions.one_line_console})
+    def barred():
+        with_bar()
+
+    assert barred.execute_in_process(run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}}).success
+    assert "still running" not in capsys.readouterr().err
