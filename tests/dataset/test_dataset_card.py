@@ -119,6 +119,12 @@ def test_datasets_loads_the_export_as_the_card_says(exported, tmp_path):
     carded = datasets.load_dataset(str(export), cache_dir=str(tmp_path / "b"))
     assert {name: part.num_rows for name, part in carded.items()} == expected
     assert carded["test"].unique("answer_idx") == [-1]
+    # num_bytes: what datasets records for each split it builds (issue 27.6), either way of loading
+    card_bytes = {s["name"]: s["num_bytes"] for s in header["dataset_info"]["splits"]}
+    assert {name: part.info.splits[name].num_bytes for name, part in carded.items()} == card_bytes
+    assert {name: part.info.splits[name].num_bytes for name, part in plain.items()} == {
+        {"valid": "validation"}.get(k, k): v for k, v in card_bytes.items()
+    }
     assert carded["train"].features == features
 
 
