@@ -78,23 +78,53 @@ def _cell_text(value) -> str:
     return str(value)
 
 
-def _table_rows(path: Path):
-    """(line, {column: cell}) of a VLMEvalKit table; the header is line 1."""
+# A workbook is a zip: what it expands to is bounded before openpyxl reads it (a 1 MB xlsx bomb
+# expanded to gigabytes), and so are the columns and rows read, whatever its dimension claims.
+MAX_XLSX_EXPANDED = 64 * 1024 * 1024
+MAX_XLSX_COLUMNS = 256
+XLSX_EXTRA_ROWS = 1000  # rows a table may have beyond one per question
+
+
+def _check_workbook_size(path: Path) -> None:
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            expanded = sum(info.file_size for info in archive.infolist())
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise PredictionsImportError(f"{path.name}: not a readable .xlsx workbook ({type(exc).__name__})") from None
+    if expanded > MAX_XLSX_EXPANDED:
+        raise PredictionsImportError(f"{path.name}: the workbook expands to {expanded:,} bytes, more than the "
+                                     f"{MAX_XLSX_EXPANDED:,} a prediction table may (a zip bomb?)")
+
+
+def _table_rows(path: Path, max_rows: int | None = None):
+    """(line, {column: cell}) of a VLMEvalKit table; the header is line 1. An .xlsx table reads
+    at most ``max_rows`` rows after the header, and refuses a non-empty row past them."""
     if path.suffix.lower() == ".xlsx":
         from openpyxl import load_workbook
 
+        _check_workbook_size(path)
         try:
             book = load_workbook(path, read_only=True, data_only=True)
         except Exception as exc:  # a file that is no workbook: zip, XML and key errors alike
             raise PredictionsImportError(f"{path.name}: not a readable .xlsx workbook ({type(exc).__name__})") from None
         try:
             sheet = book.worksheets[0]
-            rows = sheet.iter_rows(values_only=True)
-            header = [str(h).strip() if h is not None else "" for h in next(rows, ())]
+            sheet.reset_dimensions()  # the declared dimension (A1:XFD1048576) is the file's word, not its size
+            first = next(sheet.iter_rows(max_row=1, max_col=MAX_XLSX_COLUMNS, values_only=True), ())
+            header = [str(h).strip() if h is not None else "" for h in first]
+            while header and not header[-1]:
+                header.pop()
             yield 1, header
+            last = None if max_rows is None else max_rows + 2
+            rows = sheet.iter_rows(min_row=2, max_row=last, max_col=max(len(header), 1), values_only=True)
             for line, cells in enumerate(rows, start=2):
                 if all(c is None for c in cells):
                     continue
+                if last is not None and line == last:
+                    raise PredictionsImportError(f"{path.name} line {line}: more rows than the {max_rows - XLSX_EXTRA_ROWS:,} "
+                                                 "questions a prediction table can have")
                 yield line, dict(zip(header, cells))
         finally:
             book.close()
@@ -110,7 +140,7 @@ def _table_rows(path: Path):
 
 def read_vlmevalkit(path: Path, questions: pl.DataFrame):
     options = _options_by_question(questions)
-    rows = _table_rows(path)
+    rows = _table_rows(path, max_rows=len(options) + XLSX_EXTRA_ROWS)
     _, header = next(rows, (1, []))
     for column in VLMEVALKIT_COLUMNS:
         if column not in header:

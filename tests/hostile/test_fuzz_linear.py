@@ -147,3 +147,111 @@ def test_a_drip_fed_body_costs_the_response_deadline(tmp_path):
     assert elapsed < 8, elapsed  # two attempts of a 1 s deadline, not 4,000 bytes x 50 ms each
     with RawStore(tmp_path / "raw") as store:
         assert dict(store.failures())[site.base_url + "slow.html"].startswith("timeout")
+
+
+# ---------------------------------------------------------------- spreadsheets (eval import)
+
+
+def _workbook(sheet_xml=None, extra_rows: bytes = b"") -> bytes:
+    import io
+    import re
+    import zipfile
+
+    from openpyxl import Workbook
+
+    book = Workbook()
+    sheet = book.active
+    sheet.append(["index", "question", "A", "B", "prediction", "question_id"])
+    sheet.append([0, "q", "yes", "no", "A", "q1"])
+    plain = io.BytesIO()
+    book.save(plain)
+    source, out = zipfile.ZipFile(io.BytesIO(plain.getvalue())), io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        for info in source.infolist():
+            content = source.read(info.filename)
+            if info.filename == "xl/worksheets/sheet1.xml":
+                content = re.sub(rb'<dimension ref="[^"]*"/>', b'<dimension ref="A1:XFD1048576"/>', content)
+                content = content.replace(b"</sheetData>", extra_rows + b"</sheetData>")
+            archive.writestr(info.filename, content)
+    return out.getvalue()
+
+
+def _questions(n: int = 1):
+    import polars as pl
+
+    return pl.DataFrame({"question_id": [f"q{i + 1}" for i in range(n)], "problem_image": ["h"] * n,
+                         "choices": [["yes", "no"]] * n, "choice_images": [None] * n},
+                        schema={"question_id": pl.Utf8, "problem_image": pl.Utf8, "choices": pl.List(pl.Utf8),
+                                "choice_images": pl.List(pl.Utf8)})
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("bomb", ["dimension", "wide and far", "expanded", "too many rows"])
+def test_xlsx_bombs_cost_seconds(tmp_path, bomb):
+    from pipelines.evaluation.harness_import import read_vlmevalkit
+    from pipelines.evaluation.prediction_errors import PredictionsImportError
+
+    extra = {
+        "dimension": b'<row r="1048576"><c r="F1048576" t="inlineStr"><is><t>q1</t></is></c></row>',
+        "wide and far": b'<row r="1048576"><c r="XFD1048576"><v>1</v></c></row>',
+        "expanded": b"<row><c><v>1</v></c></row>" * 3_000_000,  # ~80 MB of XML in well under 1 MB
+        "too many rows": b"".join(b'<row r="%d"><c r="A%d"><v>1</v></c></row>' % (i, i) for i in range(3, 1100)),
+    }[bomb]
+    path = tmp_path / f"m_stemforge_test.xlsx"
+    path.write_bytes(_workbook(extra_rows=extra))
+    assert path.stat().st_size < 1_000_000
+    started = time.perf_counter()
+    try:
+        rows = list(read_vlmevalkit(path, _questions()))
+    except PredictionsImportError as exc:
+        assert str(exc).startswith(path.name), exc
+        assert bomb in ("expanded", "too many rows"), exc
+    else:
+        assert bomb in ("dimension", "wide and far")
+        assert rows[0] == (2, {"question_id": "q1", "prediction": 0})
+    assert time.perf_counter() - started < 10
+
+
+# ---------------------------------------------------------------- layout files
+
+_LAYOUT = "name: hostile\nmatch: div.q\ntext: p\noptions: li\nanswer: {css: b, is: text}\n"
+_LAUGHS = "".join(f"  - &a{i} [" + ",".join([f"*a{i - 1}" if i else "lol"] * 9) + "]\n" for i in range(10))
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("key", ["skill: {css: p, pattern: *a9}", "skill: {value: *a9}", "grade: {css: p, exclude: *a9}",
+                                 "subject: *a9", "text: *a9"])
+def test_yaml_anchor_bombs_are_refused_at_once(tmp_path, key):
+    from pipelines.ingest.site_layout import LayoutError, layout_from_text, load_layout
+
+    text = _LAYOUT.replace("text: p\n", "") + "follow:\n" + _LAUGHS + key + "\n"
+    assert len(text) < 2000
+    started = time.perf_counter()
+    with pytest.raises(LayoutError, match=r"YAML aliases \(\*a0\) are not allowed"):
+        layout_from_text(text, "layout file bomb.yaml")
+    path = tmp_path / "bomb.yaml"
+    path.write_text(text)
+    with pytest.raises(LayoutError, match="aliases"):
+        load_layout(str(path))
+    assert time.perf_counter() - started < 2
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("pattern", [r"^(a+)+$", r"^(\w+\s?)*$", r"(x|xy)*z", r"^(([a-z])+.)+[A-Z]([a-z])+$", r"(.*a){20}"])
+def test_catastrophic_layout_patterns_are_refused(pattern):
+    from pipelines.ingest.site_layout import LayoutError, layout_from_text
+
+    started = time.perf_counter()
+    with pytest.raises(LayoutError, match="exponential time"):
+        layout_from_text(_LAYOUT + f"skill: {{url: true, pattern: '{pattern}'}}\n", "layout file slow.yaml")
+    assert time.perf_counter() - started < 2
+
+
+def test_ordinary_layout_patterns_still_work():
+    from pipelines.ingest.site_layout import layout_from_text, shipped_layout, shipped_layout_names
+
+    assert all(shipped_layout(name) for name in shipped_layout_names())
+    for pattern in (r"/q/(\d+)", r"grade-(\d+)", r"([^/]+?)(?:\.html?)?$", r"(?:a|b)+", r"(\w+)\.html$"):
+        layout_from_text(_LAYOUT + f"skill: {{url: true, pattern: '{pattern}'}}\n", "layout file ok.yaml")
+    with pytest.raises(Exception, match="at most"):
+        layout_from_text(_LAYOUT + "#" * 300_000, "layout file big.yaml")
