@@ -364,10 +364,16 @@ def _picks(value: Any, key: str, where: str, required: bool = False) -> tuple[Pi
             raise LayoutError(f"{where}: {key} has unknown keys: {', '.join(sorted(map(str, unknown)))}")
         pattern = None
         if item.get("pattern") is not None:
+            if not isinstance(item["pattern"], (str, int, float)):
+                raise LayoutError(f"{where}: {key}.pattern must be a regex")
             try:
                 pattern = re.compile(str(item["pattern"]))
-            except re.error as exc:
+            except (re.error, RecursionError, OverflowError) as exc:
                 raise LayoutError(f"{where}: {key} has an invalid pattern: {exc}") from None
+            slow = _backtracking(str(item["pattern"]))
+            if slow:
+                raise LayoutError(f"{where}: {key}.pattern {str(item['pattern'])[:80]!r} can take exponential time "
+                                  f"({slow}); write it without nesting repeats")
         css = item.get("css")
         if css is not None:
             _selectors(css, key, where)
@@ -389,9 +395,58 @@ def _picks(value: Any, key: str, where: str, required: bool = False) -> tuple[Pi
     return tuple(out)
 
 
+MAX_LAYOUT_CHARS = 256 * 1024
+
+
+def _backtracking(pattern: str) -> str | None:
+    """Why ``pattern`` can backtrack exponentially (a repeat inside an unbounded repeat, or
+    alternatives of several characters inside one: ``(a+)+``, ``(\\w+\\s?)*$``, ``(x|xy)*z``), or
+    None. Atomic groups and possessive repeats never backtrack and pass."""
+    from re import _constants as c, _parser as parser
+
+    repeats = (c.MAX_REPEAT, c.MIN_REPEAT)
+
+    def walk(items, outer_unbounded: bool, outer_repeats: bool) -> str | None:
+        for op, av in items:
+            if op in repeats:
+                low, high, body = av
+                unbounded = high == c.MAXREPEAT
+                if high > 1 and (outer_unbounded or (outer_repeats and unbounded)):
+                    return "a repeat inside a repeat"
+                found = walk(body, outer_unbounded or unbounded, outer_repeats or high > 1)
+            elif op is c.BRANCH:
+                if outer_unbounded and any(len(alt) != 1 for alt in av[1]):
+                    return "alternatives inside a repeat"
+                found = next((r for alt in av[1] if (r := walk(alt, outer_unbounded, outer_repeats))), None)
+            elif op is c.SUBPATTERN:
+                found = walk(av[3], outer_unbounded, outer_repeats)
+            elif op in (c.ASSERT, c.ASSERT_NOT):
+                found = walk(av[1], outer_unbounded, outer_repeats)
+            elif op is c.GROUPREF_EXISTS:
+                found = walk(av[1], outer_unbounded, outer_repeats) or (av[2] and walk(av[2], outer_unbounded, outer_repeats))
+            else:
+                found = None
+            if found:
+                return found
+        return None
+
+    return walk(parser.parse(pattern), False, False)
+
+
+def _refuse_aliases(text: str, source: str) -> None:
+    """A layout needs no YAML anchors; an alias is how a 1 KB file expands to gigabytes."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    for event in yaml.parse(text, Loader=loader):
+        if isinstance(event, yaml.AliasEvent):
+            raise LayoutError(f"{source}: YAML aliases (*{event.anchor}) are not allowed in a layout")
+
+
 def layout_from_text(text: str, source: str) -> SiteLayout:
     """A layout from YAML text; LayoutError (one line) for anything unusable."""
+    if len(text) > MAX_LAYOUT_CHARS:
+        raise LayoutError(f"{source}: {len(text):,} characters; a layout has at most {MAX_LAYOUT_CHARS:,}")
     try:
+        _refuse_aliases(text, source)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise LayoutError(f"{source}: not valid YAML: {exc}".splitlines()[0]) from None
