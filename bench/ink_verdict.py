@@ -41,14 +41,17 @@ def main() -> None:
     paths = real_figures(args.figures, args.seed)
     same = defaultdict(int)
     total = defaultdict(int)
-    seconds = 0.0
+    seconds = cpu = 0.0
     judged = 0
+    costs = []
     for kind, name, a, b in make_pairs(paths, args.seed):
         if kind not in wanted:
             continue
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         verdict = compare_pictures(a, b)
         seconds += time.perf_counter() - started
+        cpu += time.process_time() - started_cpu
+        costs.append(time.process_time() - started_cpu)
         judged += 1
         total[kind] += 1
         same[kind] += verdict.same
@@ -60,7 +63,10 @@ def main() -> None:
         if total[kind]:
             goal = "copies, want all" if kind in COPIES else "different, want none"
             print(f"{kind:8s} same {same[kind]:4d} / {total[kind]:4d}  ({goal})")
-    print(f"cost per pair: {1000 * seconds / max(judged, 1):.1f} ms (decode and normalize both, align, compare)")
+    costs.sort()
+    print(f"cost per pair (decode and normalize both, align, compare): {1000 * cpu / max(judged, 1):.1f} ms CPU "
+          f"(median {1000 * costs[len(costs) // 2]:.1f}, 95th percentile {1000 * costs[int(0.95 * len(costs))]:.1f}), "
+          f"{1000 * seconds / max(judged, 1):.1f} ms wall")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import pytest
 
 from pipelines.clean.dedup import DedupConfig, ImageIndex, deduplicate
 from pipelines.clean.dedup.dedup import REASON_NEAR_CONFLICT
+from pipelines.clean.dedup import ink
 from pipelines.clean.dedup.ink import InkVerdict, compare_pictures
 from pipelines.clean.dedup.phash import describe_bytes
 from pipelines.store.records import RAW_QUESTION_SCHEMA
@@ -47,7 +48,9 @@ def test_an_added_label_or_another_drawing_is_another_picture(pairs, kind):
     for name, a, b in pairs[kind]:
         verdict = compare_pictures(a, b)
         assert not verdict.same and verdict.kind in ("added-ink", "other-drawing"), (kind, name, verdict)
-        assert max(verdict.measure["cluster_a"], verdict.measure["cluster_b"]) >= 30
+        m = verdict.measure
+        assert max(m["cluster_a"], m["cluster_b"], m["holes"]) >= ink.LABEL_INK \
+            or max(m["apart_a"], m["apart_b"]) >= ink.APART_INK
 
 
 def test_the_verdict_is_a_frozen_value_with_a_json_measure_and_deterministic(pairs):
@@ -148,3 +151,32 @@ def test_the_verdict_rule_only_loosens_the_descriptors():
     for field in ("content_hamming", "rescan_tolerance", "content_tolerance", "box_tolerance"):
         assert getattr(loose, field) >= getattr(config.rule, field)
     assert np.isclose(loose.colour_tolerance, config.colour_tolerance)
+
+
+def _magnets(left: str, right: str, colours: tuple) -> bytes:
+    """Two filled blocks with white letters cut out (a magnet), PNG."""
+    import io
+
+    from PIL import Image, ImageDraw, ImageFont
+
+    page = Image.new("RGB", (320, 120), (255, 255, 255))
+    draw = ImageDraw.Draw(page)
+    font = ImageFont.truetype(pp.font_path(), 28)
+    for k, (letter, colour) in enumerate(zip((left, right), colours)):
+        draw.rectangle((40 + 110 * k, 30, 150 + 110 * k, 90), fill=colour, outline=(0, 0, 0))
+        draw.text((82 + 110 * k, 42), letter, font=font, fill=(255, 255, 255))
+    buf = io.BytesIO()
+    page.save(buf, "PNG")
+    return buf.getvalue()
+
+
+def test_swapped_letters_in_filled_shapes_and_changed_colours_are_other_pictures():
+    red, blue = (200, 30, 40), (80, 150, 230)
+    original = _magnets("S", "N", (blue, red))
+    assert compare_pictures(original, pp.jpeg(pp.rgb(original), 80)).same
+    swapped = compare_pictures(original, _magnets("N", "S", (blue, red)))  # the letters: holes in the ink
+    assert not swapped.same and swapped.measure["holes"] >= ink.LABEL_INK
+    recoloured = compare_pictures(original, _magnets("S", "N", (red, blue)))  # same ink, other colours
+    assert not recoloured.same and recoloured.kind == "recoloured"
+    grey = pp.png(pp.rgb(original).convert("L").convert("RGB"))  # a grey copy of a coloured figure is a copy
+    assert compare_pictures(original, grey).same

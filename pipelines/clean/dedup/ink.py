@@ -37,7 +37,7 @@ NEAR_LEVEL = 0.25  # inkness that counts as "ink nearby" for the other picture's
 FAINT_LEVEL = 0.5  # inkness from which an unmatched pixel counts (for its inkness)
 TOLERANCE = 2  # pixels: a copy's ink lies within this of the other's
 CLUSTER_GAP = 3  # pixels: unmatched ink this close is one cluster (the characters of a label)
-LABEL_INK = 30  # unmatched ink pixels in one cluster that make the pictures different, or
+LABEL_INK = 22  # unmatched ink pixels in one cluster that make the pictures different, or
 TRACE_LEVEL = 0.08  # inkness of a trace of ink (paper is below)
 APART = 4  # pixels: unmatched ink farther than this from all the other's ink is on its paper
 APART_INK = 10  # this many of one cluster's pixels on the other's paper (a small label)
@@ -50,7 +50,8 @@ COLOURFUL = 24  # a pixel whose channels differ from its grey by more than this 
 COLOURED_INK = 0.05  # a picture with fewer of its ink pixels coloured is grey
 COLOUR_BLUR = 1.5  # pixels: colours are compared as regions (JPEG blurs the colour of a thin line)
 COLOUR_CHANGE = 48  # colours (minus grey) further apart than this in some channel differ
-RECOLOURED = 0.5  # share of the coloured ink both have whose colour differs: another picture
+RECOLOURED = 0.25  # share of the coloured ink both have whose colour differs: another picture
+SETTLED = 0.5  # a pair whose clusters are under this share of the limits needs no (finer) alignment
 REFINE_BELOW = 8  # an alignment leaving clusters under this many times the limits is refined
 
 
@@ -273,28 +274,34 @@ def compare_prepared(a: InkPicture, b: InkPicture) -> InkVerdict:
         moved = cv2.warpAffine(moving, warp, side, flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)
         extra_a, cluster_a, apart_a = _unmatched(fixed, moved)
         extra_b, cluster_b, apart_b = _unmatched(moved, fixed)
+        # paper where the other has ink all around: a letter or mark cut out of a filled shape
+        _, holes_a, _ = _unmatched(1.0 - fixed, 1.0 - moved)
+        _, holes_b, _ = _unmatched(1.0 - moved, 1.0 - fixed)
         # in units of the decision: a cluster of LABEL_INK, or one with APART_INK apart from all ink
-        score = (max(cluster_a / LABEL_INK, cluster_b / LABEL_INK, apart_a / APART_INK, apart_b / APART_INK),
+        score = (max(max(cluster_a, cluster_b, holes_a, holes_b) / LABEL_INK, max(apart_a, apart_b) / APART_INK),
                  extra_a + extra_b)
         if best is None or score < best[0]:
-            best = (score, (warp, rho), extra_a, cluster_a, apart_a, extra_b, cluster_b, apart_b)
+            best = (score, (warp, rho), extra_a, cluster_a, apart_a, extra_b, cluster_b, apart_b,
+                    max(holes_a, holes_b))
         return score
 
     # as they lie first (most copies: re-encoded, resized, other margins); then aligned by ECC at
     # a quarter of the working size (a re-scan's turn and shift); then, for a pair that is
     # nearly a copy, refined at half the working size
-    if judge(np.eye(2, 3, dtype=np.float32), None)[0] >= 1:
+    if judge(np.eye(2, 3, dtype=np.float32), None)[0] >= SETTLED:
         coarse = _align(fixed, moving, 0.25, 1.5, 50)
-        if coarse is not None and _trusted(coarse[0]) and judge(*coarse)[0] >= 1 and best[0][0] < REFINE_BELOW:
+        if coarse is not None and _trusted(coarse[0]) and judge(*coarse)[0] >= SETTLED and best[0][0] < REFINE_BELOW:
             fine = _align(fixed, moving, 0.5, 1.0, 15, start=coarse[0])
-            if fine is not None and _trusted(fine[0]):
-                judge(*fine)
-    (score, _), (warp, rho), extra_a, cluster_a, apart_a, extra_b, cluster_b, apart_b = best
+            if fine is not None and _trusted(fine[0]) and judge(*fine)[0] >= SETTLED and best[0][0] < REFINE_BELOW:
+                finest = _align(fixed, moving, 1.0, 1.0, 10, start=fine[0])
+                if finest is not None and _trusted(finest[0]):
+                    judge(*finest)
+    (score, _), (warp, rho), extra_a, cluster_a, apart_a, extra_b, cluster_b, apart_b, holes = best
     linear = warp[:, :2].astype(np.float64)
     measure = {
         "ink_a": a.ink_pixels, "ink_b": b.ink_pixels,
         "extra_a": extra_a, "extra_b": extra_b, "cluster_a": cluster_a, "cluster_b": cluster_b,
-        "apart_a": apart_a, "apart_b": apart_b,
+        "apart_a": apart_a, "apart_b": apart_b, "holes": holes,
         "aligned": rho is not None,
         "ecc": None if rho is None else round(rho, 3),
         "shift": round(float(np.hypot(*warp[:, 2])), 1),
