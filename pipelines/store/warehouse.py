@@ -15,10 +15,13 @@ exist yet, so every documented name is always queryable).
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 import shutil
+import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -206,6 +209,43 @@ def connect_readonly(home: DataHome, memory_limit: str | None = None) -> duckdb.
     return con
 
 
+_SIZE_UNITS = {"B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4,
+               "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4}
+
+
+def _size_bytes(size: str) -> int:
+    number, unit = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*$", size).groups()
+    return int(float(number) * _SIZE_UNITS[unit.upper()])
+
+
+def _cell_bytes(value) -> int:
+    if isinstance(value, (list, tuple)):
+        return sys.getsizeof(value) + sum(_cell_bytes(v) for v in value)
+    if isinstance(value, dict):
+        return sys.getsizeof(value) + sum(_cell_bytes(k) + _cell_bytes(v) for k, v in value.items())
+    return sys.getsizeof(value)
+
+
+def _fetch_within(cur, started: float, timeout: float | None, memory_limit: str | None) -> list[tuple]:
+    """The result's rows, fetched in batches under the same limits as the query: the time limit
+    and the memory limit cover the rows as Python holds them (DuckDB's limit stops at its side)."""
+    budget = _size_bytes(memory_limit) if memory_limit is not None else None
+    rows: list[tuple] = []
+    held = 0
+    while True:
+        batch = cur.fetchmany(2048)
+        if not batch:
+            return rows
+        rows.extend(batch)
+        if budget is not None:
+            held += sum(8 + _cell_bytes(v) for row in batch for v in row)
+            if held > budget:
+                raise WarehouseError(f"the result is larger than the memory limit of {memory_limit} (--max-memory SIZE); "
+                                     "select fewer rows or columns")
+        if timeout is not None and time.monotonic() - started > timeout:
+            raise WarehouseError(f"query stopped at the time limit of {timeout:g} s (--timeout SECONDS)")
+
+
 @dataclass(frozen=True)
 class QueryResult:
     columns: list[str]
@@ -222,8 +262,8 @@ def run_query(
 ) -> QueryResult:
     """Run one read-only query; errors become a one-line WarehouseError. ``timeout``
     (seconds) interrupts the query from a timer thread; ``memory_limit`` caps DuckDB's memory."""
-    if timeout is not None and timeout <= 0:
-        raise WarehouseError(f"time limit must be positive, got {timeout}")
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        raise WarehouseError(f"time limit must be a positive number of seconds, got {timeout}")
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
@@ -236,10 +276,11 @@ def run_query(
         if timer is not None:
             timer.daemon = True
             timer.start()
+        started = time.monotonic()
         cur = con.execute(sql, params or [])
         if cur.description is None:
             return QueryResult([], [])
-        return QueryResult([d[0] for d in cur.description], cur.fetchall())
+        return QueryResult([d[0] for d in cur.description], _fetch_within(cur, started, timeout, memory_limit))
     except duckdb.InterruptException:
         raise WarehouseError(f"query stopped at the time limit of {timeout:g} s (--timeout SECONDS)") from None
     except duckdb.OutOfMemoryException:
