@@ -23,7 +23,6 @@ from urllib.parse import urlsplit
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import yaml
 
@@ -108,13 +107,13 @@ def arrow_nbytes(path: Path) -> int:
     ``total_byte_size``, the encoded size: 19,349,608 against 19,667,461 bytes on the demo's train)."""
     schema = features_schema()
     total = 0
-    with open(path, "rb") as handle:
-        fragment = ds.ParquetFileFormat().make_fragment(handle)
-        if not fragment.row_groups:
+    with pq.ParquetFile(path) as parquet:
+        if parquet.metadata.num_row_groups == 0:
             return 0
-        batch_size = fragment.row_groups[0].num_rows
-        for batch in fragment.to_batches(batch_size=batch_size, batch_readahead=0, fragment_readahead=0):
-            total += pa.Table.from_batches([batch]).cast(schema).combine_chunks().nbytes
+        batch_size = max(1, parquet.metadata.row_group(0).num_rows)
+        for group in range(parquet.metadata.num_row_groups):
+            for batch in parquet.iter_batches(batch_size=batch_size, row_groups=[group], use_threads=False):
+                total += pa.Table.from_batches([batch]).cast(schema).combine_chunks().nbytes
     return total
 
 
