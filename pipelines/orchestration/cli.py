@@ -286,9 +286,13 @@ def format_comparison(result: dict) -> str:
                  interval(m["ci_low"], m["ci_high"]), f"{m['a_only']}/{m['b_only']}", f"{m['mcnemar_p']:.3g}"))
     mac = result["macro"]
     rows.append((f"macro ({mac['subjects']} subjects)", "", f"{mac['accuracy_a']:.1f}", f"{mac['accuracy_b']:.1f}",
-                 f"{mac['difference']:+.1f}", interval(mac["ci_low"], mac["ci_high"]), "", ""))
+                 f"{mac['difference']:+.1f}", interval(mac["ci_low"], mac["ci_high"]), "",
+                 "" if mac.get("mcnemar_p") is None else f"{mac['mcnemar_p']:.3g}"))
     columns = ["scope", "n", f"acc {a}", f"acc {b}", "difference", "95% interval", "only A/only B", "McNemar p"]
     lines.append(format_rows(columns, rows, "table"))
+    if mac.get("significant") is not None:
+        lines.append(f"macro difference {mac['difference']:+.1f}: {'significant' if mac['significant'] else 'not significant'} "
+                     "at 95% (its McNemar p is stratified by subject; significant needs p < 0.05 and the interval to exclude 0)")
     return "\n".join(lines)
 
 
