@@ -255,3 +255,64 @@ def test_ordinary_layout_patterns_still_work():
         layout_from_text(_LAYOUT + f"skill: {{url: true, pattern: '{pattern}'}}\n", "layout file ok.yaml")
     with pytest.raises(Exception, match="at most"):
         layout_from_text(_LAYOUT + "#" * 300_000, "layout file big.yaml")
+
+
+class _Endless:
+    """A loopback site whose every ``/page/N`` links to ``/page/N+1`` and two fresh ids (pagination
+    and a calendar with no end)."""
+
+    def __init__(self):
+        import socketserver
+        import threading
+        from http.server import BaseHTTPRequestHandler
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                n = int(self.path.rsplit("/", 1)[1] or 0) if self.path.startswith("/page/") else 0
+                if self.path not in ("/",) and not self.path.startswith("/page/"):
+                    body, status = b"no", 404
+                else:
+                    links = "".join(f'<a href="/page/{m}">{m}</a>' for m in (n + 1, 10 * n + 7, 10 * n + 8))
+                    body, status = f"<!doctype html><html><body>{links}</body></html>".encode(), 200
+                self.send_response(status)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        class Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.timeout(120)
+def test_endless_pagination_stops_at_the_crawl_budget(tmp_path):
+    from pipelines.ingest.crawl import CrawlConfig, RawStore, crawl
+
+    site = _Endless()
+    try:
+        started = time.perf_counter()
+        config = CrawlConfig(base_url=site.base_url, rate_per_host=1000, burst=100, concurrency=4, timeout=5, max_urls=120)
+        report = crawl(config, tmp_path / "raw")
+        assert time.perf_counter() - started < 30
+        again = crawl(config, tmp_path / "raw")  # the next build: the budget holds across passes
+    finally:
+        site.close()
+    assert report.complete and report.over_budget > 0, report
+    with RawStore(tmp_path / "raw") as store:
+        assert store.conn.execute("SELECT count(*) FROM urls").fetchone()[0] <= 120
+    assert again.complete and again.discovered == 0
+    assert CrawlConfig(base_url="http://x.test/").max_urls == 100_000  # builds have a budget by default

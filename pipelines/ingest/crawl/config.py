@@ -75,6 +75,7 @@ class CrawlConfig:
     max_body_bytes: int = 5 * 1024 * 1024
     polite: bool = True
     max_pages: int | None = None  # URLs finished in this call; the pass resumes on the next call
+    max_urls: int | None = 100_000  # the crawl budget: URLs a source may have; links past it are not followed
     progress: Union[bool, ProgressCallback] = False
     progress_interval: float = 0.5  # seconds between progress callback calls
     extra_seeds: tuple[str, ...] = field(default_factory=tuple)
@@ -102,6 +103,7 @@ class CrawlConfig:
             (self.max_redirects >= 0, "max_redirects must be >= 0"),
             (self.max_body_bytes > 0, "max_body_bytes must be > 0"),
             (self.max_pages is None or self.max_pages >= 1, "max_pages must be >= 1 or None"),
+            (self.max_urls is None or self.max_urls >= 1, "max_urls must be >= 1 or None"),
             (bool(self.user_agent.strip()), "user_agent must not be empty"),
             (self.revalidate in REVALIDATE_MODES, f"revalidate must be one of {', '.join(REVALIDATE_MODES)}, got {self.revalidate!r}"),
         ]

@@ -55,6 +55,7 @@ class CrawlReport:
     gone: int = 0
     unchanged: int = 0  # known URLs not requested in this pass (revalidate='lastmod')
     discovered: int = 0  # URLs first seen in this call
+    over_budget: int = 0  # links not followed: the source already has max_urls URLs (its crawl budget)
     bytes_downloaded: int = 0
     elapsed: float = 0.0
 
@@ -585,6 +586,7 @@ def _crawl(config: CrawlConfig, store: RawStore, started: float) -> CrawlReport:
         key: json.loads(value) for key, value in store.conn.execute("SELECT key, value FROM meta WHERE key LIKE 'robots %'")
     }
     frontier = Frontier(store)
+    frontier.max_urls = config.max_urls
     report = CrawlReport()
     pool: ThreadPoolExecutor | None = None
     progress: _Progress | None = None
@@ -635,6 +637,7 @@ def _crawl(config: CrawlConfig, store: RawStore, started: float) -> CrawlReport:
         if report.complete:
             frontier.finish_pass()
         report.discovered = frontier.known_count() - known_at_start
+        report.over_budget = frontier.over_budget
         report.requested += fetcher.take_extra_requests()
         report.elapsed = time.monotonic() - started
         progress.update(0, force=True)

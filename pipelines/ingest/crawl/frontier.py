@@ -81,6 +81,9 @@ class Frontier:
         self._last_commit = time.monotonic()
         self._pending_writes = 0
         self._remaining: int | None = None
+        self.max_urls: int | None = None  # the source's crawl budget (CrawlConfig.max_urls)
+        self.over_budget = 0  # new URLs not recorded because the budget was reached
+        self._known: int | None = None
 
     # pass management --------------------------------------------------------------------
     def begin(self, canonical_base: str, seeds: list[str]) -> None:
@@ -136,12 +139,35 @@ class Frontier:
         """Record URLs (known ones are left as they are; the UNIQUE index decides)."""
         if urls:
             self._begin()
+            urls = list(dict.fromkeys(urls))
+            if self.max_urls is not None:
+                urls = self._within_budget(urls)
             inserted = self.conn.executemany(
                 "INSERT OR IGNORE INTO urls (url, discovered_pass) VALUES (?, ?)",
-                [(u, self.pass_number) for u in dict.fromkeys(urls)],
+                [(u, self.pass_number) for u in urls],
             ).rowcount
             if self._remaining is not None:
                 self._remaining += inserted
+            if self._known is not None:
+                self._known += inserted
+
+    def _within_budget(self, urls: list[str]) -> list[str]:
+        """``urls`` less the new ones past ``max_urls`` known URLs (endless pagination, a
+        calendar, session ids in links: a site can have more URLs than any crawl should)."""
+        if self._known is None or self._known + len(urls) > self.max_urls:
+            self._known = self.known_count()
+        room = self.max_urls - self._known
+        if len(urls) <= room:
+            return urls
+        known: set[str] = set()
+        for i in range(0, len(urls), 500):
+            chunk = urls[i:i + 500]
+            known.update(row[0] for row in self.conn.execute(
+                f"SELECT url FROM urls WHERE url IN ({','.join('?' * len(chunk))})", chunk))
+        new = [u for u in urls if u not in known]
+        kept = new[:max(room, 0)]
+        self.over_budget += len(new) - len(kept)
+        return [u for u in urls if u in known] + kept
 
     def add_sitemap_pages(self, pages: list[tuple[str, str | None]]) -> None:
         self.add([u for u, _ in pages])
