@@ -82,7 +82,10 @@ def tokenizer_files():
 
 
 def build_clip_dir(directory: Path, tiny: bool) -> Path:
-    """A random-weight CLIP (ViT-L/14@336px, or a tiny one) saved with tokenizer and processor."""
+    """A random-weight CLIP (ViT-L/14@336px, or a tiny one) saved with tokenizer and processor
+    (kept when ``directory`` already holds one)."""
+    if (directory / "config.json").exists() and (directory / "preprocessor_config.json").exists():
+        return directory
     import torch
     from transformers import CLIPConfig, CLIPModel, CLIPTokenizer
 
@@ -103,7 +106,9 @@ def build_clip_dir(directory: Path, tiny: bool) -> Path:
                       image_size=336, patch_size=14)
         projection, size = 768, 336
     torch.manual_seed(0)
-    CLIPModel(CLIPConfig(text_config=text, vision_config=vision, projection_dim=projection)).save_pretrained(directory)
+    with torch.device("cuda" if torch.cuda.is_available() and not tiny else "cpu"):  # random init is slow on the CPU
+        model = CLIPModel(CLIPConfig(text_config=text, vision_config=vision, projection_dim=projection))
+    model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     image_processor(size).save_pretrained(directory)
     return directory
@@ -122,17 +127,22 @@ def make_questions(directory: Path, count: int, options: int = 4, seed: int = 0)
 
     from pipelines.evaluation.models.base import EvalQuestion
 
+    from concurrent.futures import ThreadPoolExecutor
+
     rng = np.random.default_rng(seed)
     questions = []
+    pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
     for i in range(count):
         base = rng.integers(0, 256, 3)
         pixels = np.clip(base[None, None, :] + rng.integers(-40, 41, (360, 480, 3)), 0, 255).astype(np.uint8)
         path = directory / f"q{i:05d}.png"
-        Image.fromarray(pixels).save(path)
+        if not path.exists():
+            pool.submit(Image.fromarray(pixels).save, path)
         problem = " ".join(rng.choice(WORDS, size=int(rng.integers(10, 30))))
         choices = tuple(" ".join(rng.choice(WORDS, size=int(rng.integers(1, 4)))) for _ in range(options))
         questions.append(EvalQuestion(f"q{i:05d}", "science", "grade-3", "skill", "test", problem, path,
                                       choices, None, int(rng.integers(0, options))))
+    pool.shutdown(wait=True)
     return questions
 
 
@@ -235,6 +245,7 @@ def main(argv=None) -> int:
     parser.add_argument("--release-questions", type=int, default=200)
     parser.add_argument("--dtypes", default="fp32,tf32,bf16")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    parser.add_argument("--work", type=Path, default=None, help="folder for the model and pictures (kept, reused)")
     args = parser.parse_args(argv)
     import torch
 
@@ -243,7 +254,8 @@ def main(argv=None) -> int:
     batch = min(args.batch, 32) if args.tiny else args.batch
     dtypes = [d for d in args.dtypes.split(",") if d]
     card = torch.cuda.get_device_name(0) if device.startswith("cuda") else f"CPU ({os.cpu_count()} cores)"
-    work = Path(tempfile.mkdtemp(prefix="gpu-eval-"))
+    work = args.work or Path(tempfile.mkdtemp(prefix="gpu-eval-"))
+    work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     clip_dir = build_clip_dir(work / "clip", args.tiny)
     questions = make_questions(work, count)

@@ -32,11 +32,12 @@ def main(argv=None) -> int:
     parser.add_argument("--tiny", action="store_true", help="a tiny CLIP on the CPU")
     parser.add_argument("--device", default=None, help="default cuda when available, else cpu")
     parser.add_argument("--batches", default=None, help="comma-separated batch sizes (default 32,128; 8 with --tiny)")
-    parser.add_argument("--steps", type=int, default=None, help="training steps per batch size (default 12; 4 with --tiny)")
+    parser.add_argument("--steps", type=int, default=None, help="training steps per batch size (default 16; 4 with --tiny)")
     parser.add_argument("--dtype", default=None, help="bf16 (default on CUDA) | fp16 | fp32")
     parser.add_argument("--grad-ckpt", type=int, default=None, help="1/0 (default 1 on CUDA)")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--work", type=Path, default=None, help="folder for the model and pictures (gpu_eval.py's --work reused)")
     args = parser.parse_args(argv)
     import torch
 
@@ -44,9 +45,10 @@ def main(argv=None) -> int:
 
     device = args.device or ("cuda" if torch.cuda.is_available() and not args.tiny else "cpu")
     batches = [int(b) for b in (args.batches or ("8" if args.tiny else "32,128")).split(",")]
-    steps = args.steps or (4 if args.tiny else 12)
+    steps = args.steps or (4 if args.tiny else 16)
     card = torch.cuda.get_device_name(0) if device.startswith("cuda") else "CPU"
-    work = Path(tempfile.mkdtemp(prefix="train-throughput-"))
+    work = args.work or Path(tempfile.mkdtemp(prefix="train-throughput-"))
+    work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     clip_dir = build_clip_dir(work / "clip", args.tiny)
     questions = make_questions(work, max(batches) * steps + 16)
@@ -60,7 +62,7 @@ def main(argv=None) -> int:
                                             eval_every=10**9)
         model = ClipFineTuneModel(clip_dir, settings, device=device, dtype=args.dtype,
                                   grad_ckpt=None if args.grad_ckpt is None else bool(args.grad_ckpt),
-                                  checkpoint_dir=work / f"ckpt-{batch}", eval_batch=16, workers=args.workers)
+                                  checkpoint_dir=tempfile.mkdtemp(prefix=f"ckpt-{batch}-", dir=work), eval_batch=16, workers=args.workers)
         if device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats()
         model.fit(train[: batch * steps], valid)

@@ -17,7 +17,7 @@ Weights, tokenizer and image processor are read from a LOCAL directory the user 
 
 Speed (``runtime.py``): ``dtype`` bf16 | fp16 | tf32 | fp32 (default bf16 on CUDA, fp32 on
 the CPU); tokenizing, decoding and preprocessing run in a torch DataLoader with ``workers``
-processes (default 0 on the CPU, up to 8 on CUDA), pinned memory and prefetch; each distinct
+processes (default 0 on the CPU, up to 16 on CUDA), pinned memory and prefetch; each distinct
 picture and each distinct token sequence is encoded once per call (pictures are also cached
 across calls), and texts are encoded in batches of similar lengths. Features and logits are
 computed from the encoder's output in float64 whatever the dtype.
@@ -55,6 +55,7 @@ from pipelines.evaluation.models.base import (
 NO_IMAGE_ERROR = "text-only question: no image to compare the options with"
 IMAGE_CACHE_ENTRIES = 50_000  # image features kept in memory (oldest dropped first)
 QUESTION_CHUNK = 2048  # questions encoded together; bounds the memory of one predict call
+DECODE_CHUNK = 16  # pictures one worker decodes at a time (the model's batches gather several)
 
 
 def _content_ids(tokenizer, text: str) -> list[int]:
@@ -79,19 +80,8 @@ def token_sequences(tokenizer, context: int, question: EvalQuestion) -> list[lis
     return sequences
 
 
-class TokenizeBatch:
-    """DataLoader collate (runs in a worker): questions -> their token sequences."""
-
-    def __init__(self, tokenizer, context: int):
-        self.tokenizer, self.context = tokenizer, context
-
-    def __call__(self, questions):
-        return [token_sequences(self.tokenizer, self.context, q) for q in questions]
-
-
 class DecodeImages:
-    """DataLoader collate (runs in a worker): image paths -> (paths read, pixel tensor or
-    None, {path: error})."""
+    """Image paths -> (paths read, pixel tensor or None, {path: error})."""
 
     def __init__(self, image_processor):
         self.image_processor = image_processor
@@ -109,6 +99,21 @@ class DecodeImages:
                 errors[path] = f"unreadable image {path}: {type(exc).__name__}"
         pixels = self.image_processor(images=images, return_tensors="pt")["pixel_values"] if images else None
         return loaded, pixels, errors
+
+
+class Prepare:
+    """DataLoader collate (runs in a worker): ``("text", questions)`` -> ``("text", token
+    sequences per question)``; ``("image", paths)`` -> ``("image", paths read, pixels, errors)``."""
+
+    def __init__(self, tokenizer, context: int, image_processor):
+        self.tokenizer, self.context = tokenizer, context
+        self.decode = DecodeImages(image_processor)
+
+    def __call__(self, item):
+        kind, payload = item
+        if kind == "text":
+            return "text", [token_sequences(self.tokenizer, self.context, q) for q in payload]
+        return ("image", *self.decode(payload))
 
 
 def pad_batch(sequences: list[list[int]], pad: int):
@@ -196,13 +201,6 @@ class ClipZeroShotModel(MultipleChoiceModel, PairFeatureEncoder):
         self._load()
         return token_sequences(self._tokenizer, self.context_length, question)
 
-    def _tokenized(self, questions: list[EvalQuestion]) -> list[list[list[int]]]:
-        """Token sequences per question, tokenized by the DataLoader's workers."""
-        batch = max(1, len(questions) // max(1, self.workers * 4)) if self.workers else len(questions) or 1
-        loader = data_loader(questions, self.workers, "cpu", TokenizeBatch(self._tokenizer, self.context_length),
-                             batch_size=min(batch, 512))
-        return [sequences for chunk in loader for sequences in chunk]
-
     def _text_features(self, sequences: list[list[int]]) -> np.ndarray:
         """Unit text features, one row per sequence; each distinct sequence is encoded once,
         in batches of similar lengths (little padding)."""
@@ -232,33 +230,36 @@ class ClipZeroShotModel(MultipleChoiceModel, PairFeatureEncoder):
         return _unit(features[rows_of])
 
     # -- images --------------------------------------------------------------------------
-    def _image_features(self, paths: list[Path]) -> dict[str, np.ndarray | str]:
-        """Unit image features by path (each distinct picture encoded once, decoded and
-        preprocessed by the DataLoader's workers, cached), or a one-line error for an
-        unreadable image."""
+    def _image_features(self, batches) -> dict[str, np.ndarray | str]:
+        """Unit image features by path from ``(paths read, pixels, errors)`` chunks, encoded
+        ``batch_size`` pictures at a time and cached, or a one-line error for an unreadable image."""
         import torch
 
         found: dict[str, np.ndarray | str] = {}
-        todo = []
-        for key in sorted({str(p) for p in paths}):
-            if key in self._image_cache:
-                found[key] = self._image_cache[key]
-            else:
-                todo.append(key)
-        batches = [todo[start : start + self.batch_size] for start in range(0, len(todo), self.batch_size)]
-        loader = data_loader(batches, self.workers, self.device, DecodeImages(self._image_processor))
-        for loaded, pixels, errors in (loader if batches else ()):
-            found.update(errors)
-            if pixels is None:
-                continue
+        pending_paths: list[str] = []
+        pending: list = []
+
+        def encode():
+            pixels = torch.cat(pending) if len(pending) > 1 else pending[0]
             with torch.inference_mode():
-                out = self._model.get_image_features(
-                    pixel_values=to_device(pixels, self.device, torch_dtype(self.dtype))
-                )
-            for path, vector in zip(loaded, _unit(_pooled(out))):
+                out = self._model.get_image_features(pixel_values=pixels)
+            for path, vector in zip(pending_paths, _unit(_pooled(out))):
                 if len(self._image_cache) >= IMAGE_CACHE_ENTRIES:
                     self._image_cache.pop(next(iter(self._image_cache)))
                 self._image_cache[path] = found[path] = vector
+            pending.clear()
+            pending_paths.clear()
+
+        for loaded, pixels, errors in batches:
+            found.update(errors)
+            if pixels is None:
+                continue
+            pending.append(to_device(pixels, self.device, torch_dtype(self.dtype)))
+            pending_paths.extend(loaded)
+            if len(pending_paths) >= self.batch_size:
+                encode()
+        if pending:
+            encode()
         return found
 
     # -- scoring -------------------------------------------------------------------------
@@ -277,14 +278,23 @@ class ClipZeroShotModel(MultipleChoiceModel, PairFeatureEncoder):
                 continue
             plans.append((0, 0, images))
         answerable = [q for q, plan in zip(questions, plans) if not isinstance(plan, str)]
-        tokenized = iter(self._tokenized(answerable) if answerable else ())
+        wanted = sorted({str(p) for plan in plans if not isinstance(plan, str) for p in plan[2]})
+        by_path: dict[str, np.ndarray | str] = {k: self._image_cache[k] for k in wanted if k in self._image_cache}
+        todo = [k for k in wanted if k not in by_path]
+        per_text = min(512, max(16, len(answerable) // max(1, 2 * self.workers)))
+        text_items = [("text", answerable[i : i + per_text]) for i in range(0, len(answerable), per_text)]
+        image_items = [("image", todo[i : i + DECODE_CHUNK]) for i in range(0, len(todo), DECODE_CHUNK)]
+        # One loader: its workers tokenize first, then decode pictures while the text encoder runs.
+        prepared = iter(data_loader(text_items + image_items, self.workers, self.device,
+                                    Prepare(self._tokenizer, self.context_length, self._image_processor)))
+        tokenized = iter([seqs for _ in text_items for seqs in next(prepared)[1]])
         for i, plan in enumerate(plans):
             if not isinstance(plan, str):
                 start = len(sequences)
                 sequences.extend(next(tokenized))
                 plans[i] = (start, len(sequences), plan[2])
         text = self._text_features(sequences) if sequences else np.zeros((0, 0))
-        by_path = self._image_features([p for plan in plans if not isinstance(plan, str) for p in plan[2]])
+        by_path.update(self._image_features(item[1:] for item in prepared))
         result: list[tuple[np.ndarray, np.ndarray] | str] = []
         for question, plan in zip(questions, plans):
             if isinstance(plan, str):

@@ -442,7 +442,7 @@ class ClipFineTuneModel(MultipleChoiceModel):
             batches = [b[rank::world] or b[:1] for b in batches]
         loader = data_loader(QuestionBatch(train, batches, tokenizer, context, processor), self.workers, self.device)
         _sync(self.device)
-        loop_start, pauses, samples = time.perf_counter(), 0.0, 0
+        loop_start, pauses, samples, first_step = time.perf_counter(), 0.0, 0, step
         for batch in loader:
             if stopper.stop:
                 break
@@ -459,6 +459,9 @@ class ClipFineTuneModel(MultipleChoiceModel):
                 model.logit_scale.clamp_(0, math.log(100))
             step += 1
             samples += int((batch["answers"] != IGNORE).sum())
+            if step == first_step + 1:  # the session's first step warms up (kernels, workers): not timed
+                _sync(self.device)
+                loop_start, pauses, samples = time.perf_counter(), 0.0, 0
             if step % eval_every == 0 or step == total or step % save_every == 0:
                 _sync(self.device)
                 paused = time.perf_counter()
@@ -482,7 +485,7 @@ class ClipFineTuneModel(MultipleChoiceModel):
             "best_step": stopper.best_step,
             "best_valid_accuracy": stopper.best,
             "stopped_early": stopper.stop,
-            # this process's training steps of this session (evaluations and checkpoints left out)
+            # this process's training steps of this session but its first (evaluations and checkpoints left out)
             "train_samples": samples,
             "train_seconds": round(time.perf_counter() - loop_start - pauses, 3),
         }

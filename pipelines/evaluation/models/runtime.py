@@ -4,7 +4,7 @@
   CUDA, fp32 elsewhere. bf16/fp16 cast the weights for inference; tf32 keeps fp32 weights and
   lets CUDA matmuls and convolutions use TF32 (Ampere and newer).
 - ``workers``: DataLoader worker processes that decode, preprocess and tokenize while the
-  model runs; default 0 on the CPU (the model already uses the cores), min(8, cores - 1) on CUDA.
+  model runs; default 0 on the CPU (the model already uses the cores), min(16, cores - 1) on CUDA.
   On CUDA the batches are pinned and copied without blocking; workers prefetch 4 batches each.
 
 torch is imported inside the functions only (the models package is listed without torch).
@@ -51,7 +51,7 @@ def resolve_workers(workers: int | None, device: str) -> int:
         return max(0, int(workers))
     if not is_cuda(device):
         return 0
-    return max(0, min(8, (os.cpu_count() or 1) - 1))
+    return max(0, min(16, (os.cpu_count() or 1) - 1))
 
 
 def data_loader(dataset, workers: int, device: str, collate_fn=None, batch_size=None):
