@@ -361,6 +361,11 @@ def cmd_latex(args: argparse.Namespace) -> int:
 
 # ---- ui ------------------------------------------------------------------------------
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+UI_EXPOSED = ("stemforge ui: listening on {host}, not only this machine: anyone who reaches it can launch builds, "
+              "change the sources and delete runs, with this account's rights (the UI has no login)")
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     home = resolve_home(args.home)
     prepare_instance(home)
@@ -368,6 +373,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
     command = [
         sys.executable, "-m", "dagster", "dev", "-w", str(workspace), "-h", args.host, "-p", str(args.port),
     ]
+    if args.host not in LOOPBACK_HOSTS:
+        print(UI_EXPOSED.format(host=args.host), file=sys.stderr)
     os.chdir(workspace.parent)
     os.execv(sys.executable, command)  # signals reach dagster dev and its children directly
 
@@ -440,7 +447,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("ui", help="start the Dagster UI and daemon on the same instance")
     add_home(p)
-    p.add_argument("--host", default="127.0.0.1", help="address the UI listens on (default: %(default)s)")
+    p.add_argument("--host", default="127.0.0.1", help="address the UI listens on (default: %(default)s, this machine "
+                   "only; another address lets anyone who reaches it run builds with this account's rights)")
     p.add_argument("--port", type=int, default=3000, help="port of the UI (default: %(default)s)")
     p.set_defaults(func=cmd_ui)
 
