@@ -355,6 +355,18 @@ def warehouse_summary(home: DataHome) -> list[str]:
         lines.append("test accuracy, macro average over subjects (%, 95% interval):")
         for model, v, lo, hi, n in acc:
             lines.append(f"  {model:28} {v:5}  [{lo}, {hi}]  n={n}")
+    gaps = rows(
+        "SELECT model, split, value, n FROM metrics WHERE metric = 'coverage' AND group_by = 'micro' "
+        "AND value < 100 AND model NOT LIKE 'paper:%' ORDER BY model, split"
+    )
+    if gaps:
+        lines.append("")
+        lines.append("coverage below 100% (keyed questions with a prediction):")
+        for model, split, value, n in gaps:
+            lacking = round(n * (100.0 - value) / 100.0)
+            lines.append(f"  {model:28} {split:5} {min(value, 99.9):5.1f}%  ({lacking:,} of {n:,} without a prediction)")
+        lines.append("questions without a prediction count as wrong in these figures; re-import the model's "
+                     "predictions on the current questions to score them")
     return lines
 
 
