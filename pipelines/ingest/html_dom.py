@@ -177,12 +177,25 @@ def encloses(outer: LexborNode, inner: LexborNode) -> bool:
 _BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
 
 
-def decode_page(html: str | bytes) -> str:
+def header_charset(content_type: str | None) -> str | None:
+    """The ``charset`` parameter of a Content-Type header value, or None."""
+    m = re.search(r"charset\s*=\s*[\"']?([A-Za-z0-9_.:-]+)", content_type or "")
+    return m.group(1).lower() if m else None
+
+
+def decode_page(html: str | bytes, charset: str | None = None) -> str:
+    """A page's text: a byte order mark wins, then ``charset`` (the HTTP header's), then the
+    page's own ``<meta charset>``, else UTF-8, as browsers decide."""
     if isinstance(html, str):
         return html
     for bom, encoding in _BOMS:  # a byte order mark overrides any declared charset, as in browsers
         if html.startswith(bom):
             return html[len(bom):].decode(encoding, "replace")
+    if charset:
+        try:
+            return html.decode(charset, "replace")
+        except LookupError:
+            pass  # an unknown header charset: the page's own declaration decides
     head = html[:2048].decode("ascii", "replace").lower()
     m = re.search(r"charset=[\"']?([a-z0-9_-]+)", head)
     enc = m.group(1) if m else "utf-8"

@@ -149,6 +149,7 @@ def source_layouts(spec: SourceSpec):
 def parse_web_source(spec: SourceSpec, home: DataHome, images: ImageStore) -> Iterator[Record]:
     """Parse every stored page of a crawled source into records."""
     from pipelines.ingest.crawl import RawStore
+    from pipelines.ingest.html_dom import decode_page, header_charset
     from pipelines.ingest.web_parsers import PageParseError, parse_page
 
     layouts = source_layouts(spec)
@@ -158,7 +159,8 @@ def parse_web_source(spec: SourceSpec, home: DataHome, images: ImageStore) -> It
         yield _web_quarantine(spec, url, "crawl", reason)
     for url, body in store.iter_pages(content_type_prefix="text/html"):
         try:
-            parsed = parse_page(url, body, layouts)
+            # the HTTP header's charset comes before the page's own (a Latin-1 page declared only there)
+            parsed = parse_page(url, decode_page(body, header_charset(store.content_type(url))), layouts)
         except PageParseError as exc:
             yield _web_quarantine(spec, url, "parse", str(exc))
             continue

@@ -185,6 +185,11 @@ class RawStore:
     def _rows(self, sql: str, params: tuple = ()) -> list[tuple]:
         return self.conn.execute(sql, params).fetchall()
 
+    def content_type(self, url: str) -> str | None:
+        """The Content-Type a stored URL was served with (charset included), or None."""
+        row = self.conn.execute("SELECT content_type FROM urls WHERE url = ?", (url,)).fetchone()
+        return row[0] if row else None
+
     def iter_pages(self, content_type_prefix: str = "text/html") -> Iterator[tuple[str, bytes]]:
         """(canonical URL, body) of every stored URL whose content type starts with the
         prefix, in URL order. A body missing from disk raises RawStoreError."""
