@@ -278,10 +278,33 @@ def import_path(home: DataHome, model: str) -> Path:
     return imports_folder(home) / f"import-{model_file_stem(model)}.parquet"
 
 
+_LOOKALIKE_SCRIPTS = frozenset({"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC", "GEORGIAN"})
+
+
+def _lookalike_reason(name: str) -> str | None:
+    """Why ``name`` could pass for another name in the metrics and the report (an invisible or
+    control character, a form NFKC changes, letters of scripts that look alike: Latin with
+    Cyrillic or Greek, ``r\u0430ndom``), or None."""
+    import unicodedata
+
+    for char in name:
+        if unicodedata.category(char) in ("Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp") or (char.isspace() and char != " "):
+            return f"it holds the invisible or control character U+{ord(char):04X}"
+    if unicodedata.normalize("NFKC", name) != name:
+        return f"it is not in Unicode normal form NFKC (it reads as {unicodedata.normalize('NFKC', name)!r})"
+    scripts = {unicodedata.name(char, "?").split(" ")[0] for char in name if char.isalpha()} & _LOOKALIKE_SCRIPTS
+    if len(scripts) > 1:
+        return f"it mixes letters of several scripts ({', '.join(sorted(scripts))}), a lookalike of another name"
+    return None
+
+
 def reserved_name_reason(model: str) -> str | None:
     """Why ``model`` cannot name an import (it would mix with a built-in model's or the
-    paper's rows), or None."""
+    paper's rows, or pass for another name), or None."""
 
+    lookalike = _lookalike_reason(model)
+    if lookalike:
+        return lookalike
     name = model.strip()
     if name.lower().startswith(PAPER_PREFIX):
         return f"names starting with {PAPER_PREFIX!r} are the paper's reference results"
