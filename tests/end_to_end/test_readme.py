@@ -72,3 +72,56 @@ def test_readme_asset_selections_parse_and_the_nightly_one_leaves_the_export_out
         assert "warehouse" in keys
         if selection == "not key:stem_export":
             assert "stem_export" not in keys and "deduplicated_questions" in keys
+
+
+def test_load_dataset_example_gives_the_splits_the_card_names(tmp_path):
+    """The README's `load_dataset` example, run as printed from a folder whose
+    `stemforge-data/export/stem` holds a small export, gives the card's splits (`valid`, not
+    the Parquet builder's `validation`) with the card's row counts (issue 27, point 6)."""
+    import ast
+    import hashlib
+    import io
+    import os
+
+    import polars as pl
+    import yaml
+    from PIL import Image
+
+    from pipelines.dataset.export import write_stem_export
+    from pipelines.store.images import ImageStore
+
+    pytest.importorskip("datasets")
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", README, re.DOTALL) if "load_dataset" in b]
+    store = ImageStore(tmp_path / "images")
+
+    def png(i: int) -> bytes:
+        buffer = io.BytesIO()
+        Image.new("RGB", (8 + i % 5, 8), (i * 40 % 256, 90, 40)).save(buffer, format="PNG")
+        return buffer.getvalue()
+
+    splits = ("train", "train", "train", "valid", "test")
+    frame = pl.DataFrame(
+        [
+            {"question_id": hashlib.sha256(str(i).encode()).hexdigest()[:16], "source": "demo", "source_key": f"k{i}",
+             "subject": ("science", "math")[i % 2], "grade": "grade-2", "skill": f"skill-{i % 3}",
+             "problem": f"What is {i} + 1?", "problem_original": f"What is {i} + 1?",
+             "problem_image": store.put(png(i)).image_hash if i % 3 == 0 else None,
+             "choices": [str(i + 1), str(i + 2), str(i)], "choice_images": None, "answer_idx": i % 3,
+             "shuffle": "shuffled", "split": splits[i % 5], "duplicate_group": f"g{i}", "source_split": None}
+            for i in range(20)
+        ],
+        schema_overrides={"choice_images": pl.List(pl.String), "choices": pl.List(pl.String), "problem_image": pl.String,
+                          "source_split": pl.String},
+    )
+    export = tmp_path / "stemforge-data" / "export" / "stem"
+    write_stem_export(frame, store, export, rows_per_shard=4)
+    card = yaml.safe_load((export / "README.md").read_text(encoding="utf-8")[4:].partition("\n---\n")[0])
+    named = {s["name"]: s["num_examples"] for s in card["dataset_info"]["splits"]}
+    assert list(named) == ["train", "valid", "test"]
+
+    env = {**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    code = block + "\nprint({name: part.num_rows for name, part in ds.items()})\n"  # what `ds` holds, whatever the block prints
+    ran = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    loaded = ast.literal_eval(ran.stdout.strip().splitlines()[-1])
+    assert list(loaded) == list(named) and loaded == named
