@@ -103,3 +103,24 @@ def test_bad_settings_are_one_line_errors(tmp_path):
         EmbeddingSimilarityModel(temperature=0)
     with pytest.raises(ValueError, match="embedding model directory not found"):
         build_model(f"embedding?path={tmp_path / 'missing'}").predict([q("x", "?", ("a", "b"))])
+
+
+def test_bf16_agrees_with_fp32_and_workers_change_nothing(model, pictures):
+    things = ["an apple", "a hammer", "a bicycle", "a violin", "the moon", "a river", "a kitten", "a tree",
+              "a snowy mountain", "a glass of water", "a red sports car", "a dog chasing a ball"]
+    questions = [
+        q(f"b{i}", f"Which of these is most like {things[i % 12]}?",
+          tuple(things[(i + j * 5) % 12] for j in range(4)), image=pictures[i % 3])
+        for i in range(48)
+    ]
+    fp32 = model.predict(questions)
+    bf16 = build_model("embedding?threads=1&dtype=bf16").predict(questions)
+    agreement = np.mean([a.prediction == b.prediction for a, b in zip(fp32, bf16)])
+    print(f"embedding bf16 vs fp32 agreement on {len(questions)} questions: {agreement:.3f}")
+    assert agreement >= 0.99
+    assert np.allclose([p.option_scores for p in fp32], [p.option_scores for p in bf16], atol=0.05)
+    # Tokenizing in two worker processes gives the same answers as in the main process (the
+    # scores up to float rounding: other texts share the batches, so the padding differs).
+    workers = build_model("embedding?threads=1&workers=2").predict(questions[:8])
+    assert [p.prediction for p in workers] == [p.prediction for p in fp32[:8]]
+    assert np.allclose([p.option_scores for p in workers], [p.option_scores for p in fp32[:8]], atol=1e-5)
