@@ -13,7 +13,10 @@ colour at the height of the figure's own text, where the figure has paper), near
 other figure of the sample by 64-bit average hash), frame (two different figures pasted in the
 same frame beside a shared one, with a title).
 
-    .venv/bin/python bench/ink_verdict.py [--figures 120] [--seed 0] [--show-misses]
+    .venv/bin/python bench/ink_verdict.py [--figures 120] [--seed 0] [--show-misses] [--descriptors]
+
+``--descriptors`` judges the same pairs by the image descriptors alone (``image_match``'s rule,
+what dedup decided before the picture verdict) instead.
 """
 
 from __future__ import annotations
@@ -27,7 +30,21 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from pipelines.clean.dedup.ink import compare_pictures  # noqa: E402
+from pipelines.clean.dedup.image_match import ImageIndex, ImageMatcher  # noqa: E402
+from pipelines.clean.dedup.ink import InkVerdict, compare_pictures  # noqa: E402
+from pipelines.clean.dedup.phash import describe_bytes  # noqa: E402
+
+
+def descriptors_verdict(a: bytes, b: bytes) -> InkVerdict:
+    """The descriptors' rule on two pictures (dedup without the picture verdict)."""
+    phash, thumbnail, content = {}, {}, {}
+    for name, data in (("a", a), ("b", b)):
+        d = describe_bytes(data)
+        phash[name], thumbnail[name] = int(d.phash[0]), d.thumbnail[0].tobytes()
+        content[name] = (int(d.content_phash[0]), d.content_thumbnail[0].tobytes(),
+                         tuple(int(v) for v in d.content_box[0]), d.colours[0].tobytes())
+    evidence = ImageMatcher(ImageIndex(phash, thumbnail, content)).distance("a", "b")
+    return InkVerdict(evidence is not None, "descriptors", evidence or {})
 from support.picture_pairs import COPIES, DIFFERENT, make_pairs, real_figures  # noqa: E402
 
 def main() -> None:
@@ -36,6 +53,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--show-misses", action="store_true")
     parser.add_argument("--classes", default=",".join(COPIES + DIFFERENT))
+    parser.add_argument("--descriptors", action="store_true", help="judge by the descriptors alone (before)")
     args = parser.parse_args()
     wanted = set(args.classes.split(","))
     paths = real_figures(args.figures, args.seed)
@@ -48,7 +66,7 @@ def main() -> None:
         if kind not in wanted:
             continue
         started, started_cpu = time.perf_counter(), time.process_time()
-        verdict = compare_pictures(a, b)
+        verdict = descriptors_verdict(a, b) if args.descriptors else compare_pictures(a, b)
         seconds += time.perf_counter() - started
         cpu += time.process_time() - started_cpu
         costs.append(time.process_time() - started_cpu)
@@ -58,7 +76,8 @@ def main() -> None:
         should = kind in COPIES
         if args.show_misses and verdict.same != should:
             print(f"  miss {kind:8s} {name}: {verdict.kind} {verdict.measure}")
-    print(f"{len(paths)} real figures, seed {args.seed}")
+    print(f"{len(paths)} real figures, seed {args.seed}, judged by "
+          f"{'the descriptors alone' if args.descriptors else 'the picture verdict'}")
     for kind in COPIES + DIFFERENT:
         if total[kind]:
             goal = "copies, want all" if kind in COPIES else "different, want none"
