@@ -178,6 +178,15 @@ def watch_hf(spec: SourceSpec, exclude: Path) -> list[Path] | None:
         walks.append(walk_files((folder / spec.options["image_root"]).resolve(), exclude))
     if any(found is None for found in walks):
         return None
+    # what is read is what is watched: split folders that are symlinks (a walk does not follow
+    # them) or listed as ../x in dataset_dict.json (outside the walk), and their state.json
+    try:
+        read = find_data_files(location)
+    except ImportSourceError:
+        read = []  # the import fails with its reason
+    for data in read:
+        state = data.path.parent / "state.json"
+        walks.append([data.path, state] if data.arrow and state.is_file() else [data.path])
     return sorted({path for found in walks for path in found})
 
 
