@@ -593,7 +593,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     rank = int(os.environ.get("LOCAL_RANK", "0"))
     spec = args.spec
     if "device=cuda" in spec and "device=cuda:" not in spec and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        import torch
+
         spec = spec.replace("device=cuda", f"device=cuda:{rank}")
+        torch.cuda.set_device(rank)
     model = build_model(spec, cache_dir=home.cache / "responses")
     if not isinstance(model, ClipFineTuneModel):
         parser.error("the spec must be a clip-finetune model")

@@ -1,6 +1,8 @@
 """The paper's training setups on frozen encoders: full-train linear probe and few-shot.
 
-Setup (ours, documented; the paper fine-tunes CLIP ViT-L/14 with AdamW, which needs a GPU):
+The CPU option. The paper's own schemes (CLIP ViT-L/14@336px trained whole with AdamW, as its
+appendix B.1 gives them) are ``clip-finetune`` (``finetune.py``), for a GPU. Setup of the probes
+(ours, documented):
 
 - Features: for each (question, option) pair, the element-wise product of the unit
   embeddings that the zero-shot model compares (CLIP: question image x "question + option"
