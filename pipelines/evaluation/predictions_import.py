@@ -229,7 +229,10 @@ def import_predictions(
                 if scores is not None and len(scores) != k:
                     raise LineError(f"option_scores has {len(scores)} values for {k} options")
             except LineError as exc:
-                raise PredictionsImportError(f"{path.name} line {line_number}: {exc}") from None
+                reason = str(exc)  # a 300 MB id is named by its start, never echoed whole
+                if len(reason) > 300:
+                    reason = f"{reason[:300]}... ({len(reason):,} characters)"
+                raise PredictionsImportError(f"{path.name} line {line_number}: {reason}") from None
             seen[question_id] = line_number
             out["model"].append(model)
             out["question_id"].append(question_id)
