@@ -190,6 +190,29 @@ def _stage_outputs(home: DataHome) -> dict[str, str]:
     return outputs
 
 
+def _raw_indexes(home: DataHome) -> list[Path]:
+    return sorted(home.raw.glob("*/index.sqlite")) if home.raw.is_dir() else []
+
+
+def _check_raw_index(path: Path) -> Finding | None:
+    """A crawler's index changes with every crawl, so it has no checksum; SQLite checks its
+    structure (a flipped byte there made every build fail on it, and verify saw nothing)."""
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0)
+        try:
+            verdict = [row[0] for row in con.execute("PRAGMA quick_check")]
+            con.execute("SELECT count(*) FROM urls").fetchone()
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        return Finding(path, DAMAGED, f"SQLite cannot read it: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+    if verdict != ["ok"]:
+        return Finding(path, DAMAGED, f"SQLite's integrity check fails: {str(verdict[0])[:120]}")
+    return None
+
+
 def _export_files(home: DataHome) -> list[Path]:
     root = home.export.parent
     return [*sorted(home.export.glob("*.parquet")), *(p for p in (root / "index.parquet", root / "test_answer_key.jsonl") if p.exists())]
@@ -210,12 +233,14 @@ def verify_home(home: DataHome) -> VerifyReport:
     images = list(_files_under(home.images))
     bodies = [p for p in _files_under(home.raw) if p.parent.parent.name == "bodies"]
     findings += _parallel(_check_named_by_hash, images + bodies)
+    indexes = _raw_indexes(home)
+    findings += [f for f in map(_check_raw_index, indexes) if f is not None]
     seen = {f.path for f in findings}
     for name in sorted(_stage_outputs(home)):
         path = home.root / name
         if path not in seen and not os.path.lexists(path) and not is_checksum_file(path):
             findings.append(Finding(path, MISSING, "a stage's recorded output; the next build rebuilds it"))
-    checked = recorded + exported + images + bodies
+    checked = recorded + exported + images + bodies + indexes
     findings.sort(key=lambda f: relative(home, f.path))
     return VerifyReport(findings, len(checked), sum(_size(p) for p in checked))
 
@@ -228,6 +253,7 @@ def check_before_build(home: DataHome, log: Callable[[str], None]) -> list[Findi
     if home.warehouse.exists():
         files.append(home.warehouse)
     findings = _parallel(_check_sidecar, files)
+    findings += [f for f in map(_check_raw_index, _raw_indexes(home)) if f is not None]
     unrecorded = [f.path for f in findings if f.problem == UNRECORDED and f.path != home.warehouse]
     for path in unrecorded:
         record_checksum(path)
@@ -257,7 +283,13 @@ def repair(home: DataHome, findings: Iterable[Finding], log: Callable[[str], Non
         if finding.problem != DAMAGED:
             continue
         path, name = finding.path, relative(home, finding.path)
-        if path.is_relative_to(home.images):
+        if path.is_relative_to(home.raw) and path.name == "index.sqlite":
+            _move_aside(home, path)
+            for suffix in ("-wal", "-shm"):
+                path.with_name(path.name + suffix).unlink(missing_ok=True)
+            forget_landing = True
+            action = f"moved to {DAMAGED_DIR}/{name}; the next build crawls the site again"
+        elif path.is_relative_to(home.images):
             _move_aside(home, path)
             forget_landing = True
             action = f"moved to {DAMAGED_DIR}/{name}; the next build lands the sources again and stores it anew"
