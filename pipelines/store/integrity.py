@@ -42,6 +42,7 @@ DAMAGED = "damaged"
 MISSING = "missing"
 UNRECORDED = "no checksum recorded"
 MISMATCH = "its bytes do not match the checksum recorded when it was written"
+SIDECAR_DAMAGED = "its checksum record is damaged, not the file (the record differs from the file's checksum by a byte or two)"
 DAMAGED_DIR = "damaged"  # under the home: damaged files no stage can rebuild, kept for the user
 
 
@@ -110,7 +111,29 @@ def _check_sidecar(path: Path) -> Finding | None:
         actual = sha256_file(path)
     except OSError as exc:
         return Finding(path, DAMAGED, f"cannot be read: {exc.strerror or exc}")
-    return None if actual == recorded else Finding(path, DAMAGED, MISMATCH)
+    if actual == recorded:
+        return None
+    return Finding(path, DAMAGED, SIDECAR_DAMAGED if _near(recorded, actual) else MISMATCH)
+
+
+def _near(recorded: str, actual: str) -> bool:
+    """A record that differs from the file's sha256 in one or two hex digits: the record took
+    the damage (a damaged file's digest shares nothing with the old one)."""
+    return len(recorded) == len(actual) and 0 < sum(a != b for a, b in zip(recorded, actual)) <= 2
+
+
+def _reads_whole(path: Path) -> bool:
+    """A Parquet file whose record is unreadable, checked against its own content: its footer
+    and every page decode. Other files cannot tell, and are not kept on their word."""
+    if path.suffix != ".parquet":
+        return False
+    try:
+        import pyarrow.parquet as pq
+
+        pq.read_table(path)
+        return True
+    except Exception:  # any decoding error: damaged
+        return False
 
 
 def _check_named_by_hash(path: Path) -> Finding | None:
@@ -299,6 +322,9 @@ def repair(home: DataHome, findings: Iterable[Finding], log: Callable[[str], Non
             checksum_path(path).unlink(missing_ok=True)
             stage = outputs.get(name) or ("warehouse" if path == home.warehouse else "")
             action = "removed; the build rebuilds it from its inputs" + (f" (stage {stage})" if stage else "")
+        elif finding.detail == SIDECAR_DAMAGED or (finding.detail != MISMATCH and _reads_whole(path)):
+            record_checksum(path)  # the file is intact: its record was what broke
+            action = "kept: the file checks against its content; its checksum is recorded again"
         else:
             _move_aside(home, path)
             action = f"moved to {DAMAGED_DIR}/{name}: no stage writes it (import it again if it was imported)"
