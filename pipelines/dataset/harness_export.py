@@ -117,10 +117,12 @@ def export_for_harness(home: DataHome, fmt: str, out: Path | None = None, split:
                        with_answer_key: bool = False) -> HarnessExport:
     if fmt not in HARNESS_FORMATS:
         raise HarnessExportError(f"unknown export format {fmt!r}; use one of {', '.join(HARNESS_FORMATS)}")
+    _refuse_home_folder(home, out, fmt)
     if fmt == "stem":
         return _stem(home, out, with_answer_key)
     questions, left_out = harness_questions(home, split)
     out = Path(out) if out is not None else home.root / "export" / fmt
+    _refuse_overwrite(out, fmt, split)
     out.mkdir(parents=True, exist_ok=True)
     writer = _vlmevalkit if fmt == "vlmevalkit" else _lmms_eval
     result = writer(questions, ImageStore(home.images), out, split)
@@ -130,6 +132,32 @@ def export_for_harness(home: DataHome, fmt: str, out: Path | None = None, split:
 
 
 ANSWER_KEY_NAME = "test_answer_key.jsonl"
+
+
+def _refuse_home_folder(home: DataHome, out: Path | None, fmt: str) -> None:
+    """``--out`` inside the data home is refused (its folders are stemforge's: an export into
+    export/stem made every later build fail), but for the format's own default folder."""
+    if out is None:
+        return
+    target, root = Path(out).resolve(), home.root.resolve()
+    own = (root / "export" / fmt) if fmt != "stem" else home.export.parent.resolve()
+    if target != own and (target == root or target.is_relative_to(root)):
+        raise HarnessExportError(f"--out {out} is inside the data home {home.root}, whose folders stemforge manages; "
+                                 f"give a folder outside it (or leave --out out: {own})")
+
+
+def _refuse_overwrite(out: Path, fmt: str, split: str) -> None:
+    """A harness export replaces only files an earlier export wrote (their checksum sidecar
+    still matches); anything else in ``--out`` under the same name is refused, never overwritten."""
+    from pipelines.store.checksums import recorded_checksum, sha256_file
+
+    names = ([f"{dataset_name(split)}.tsv"] if fmt == "vlmevalkit"
+             else [f"{dataset_name(split)}.yaml", "utils.py", f"data/{split}.parquet"])
+    for name in names:
+        path = out / name
+        if path.is_symlink() or path.exists() and (not path.is_file() or recorded_checksum(path) != sha256_file(path)):
+            raise HarnessExportError(f"{out} holds {name}, which this export would overwrite (stemforge did not write "
+                                     "it, or it changed since); give an empty or new folder")
 
 
 class LfWriter:
