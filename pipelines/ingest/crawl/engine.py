@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import sqlite3
 import sys
 import threading
 import time
@@ -30,7 +31,7 @@ from pipelines.ingest.crawl.config import CrawlConfig
 from pipelines.ingest.crawl.frontier import FetchResult, Frontier, Task, recorded_sitemap
 from pipelines.ingest.crawl.links import UrlMapper, extract_links, maybe_gunzip, normalize_url, parse_sitemap
 from pipelines.ingest.crawl.ratelimit import HostRateLimiter
-from pipelines.ingest.crawl.raw_store import RawStore
+from pipelines.ingest.crawl.raw_store import RawStore, RawStoreError
 from pipelines.ingest.crawl.robots import MAX_ROBOTS_BYTES, RobotsCache, RobotsRules
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -574,6 +575,9 @@ def crawl(config: CrawlConfig, store_dir: Path | str) -> CrawlReport:
     try:
         with store.exclusive():
             return _crawl(config, store, started)
+    except sqlite3.Error as exc:  # a full disk, an I/O error: the index named, with the cause
+        raise RawStoreError(f"raw store index {store.index_path}: {exc}"
+                            + ("; the disk holding it is full" if "full" in str(exc).lower() else "")) from exc
     finally:
         store.close()
 
@@ -650,7 +654,10 @@ def _crawl(config: CrawlConfig, store: RawStore, started: float) -> CrawlReport:
         try:
             frontier.commit()
         except Exception:
-            frontier.rollback()
+            try:
+                frontier.rollback()
+            except Exception:
+                pass  # the first error is the one to report
         raise
     finally:
         if pool is not None:

@@ -267,5 +267,6 @@ class Frontier:
 
     def rollback(self) -> None:
         if self._in_txn:
-            self.conn.execute("ROLLBACK")
             self._in_txn = False
+            if self.conn.in_transaction:  # SQLite ends the transaction itself on a full disk
+                self.conn.execute("ROLLBACK")
