@@ -126,6 +126,11 @@ def _table_rows(path: Path, max_rows: int | None = None):
                     raise PredictionsImportError(f"{path.name} line {line}: more rows than the {max_rows - XLSX_EXTRA_ROWS:,} "
                                                  "questions a prediction table can have")
                 yield line, dict(zip(header, cells))
+        except PredictionsImportError:
+            raise
+        except Exception as exc:  # a sheet whose XML breaks while read: named with the file
+            raise PredictionsImportError(f"{path.name}: not a readable .xlsx workbook ({type(exc).__name__}: "
+                                         f"{' '.join(str(exc).split())[:160]})") from None
         finally:
             book.close()
         return

@@ -50,3 +50,13 @@ def test_a_full_disk_during_a_crawl_names_the_index_and_the_cause(tmp_path, monk
     message = str(caught.value)
     assert str(tmp_path / "raw" / "index.sqlite") in message and "disk holding it is full" in message, message
     assert "cannot rollback" not in message
+
+
+def test_a_broken_xlsx_sheet_names_the_file(tmp_path):
+    from hostile.test_fuzz_linear import _questions, _workbook
+    from pipelines.evaluation.harness_import import read_vlmevalkit
+
+    path = tmp_path / "m_stemforge_test.xlsx"
+    path.write_bytes(_workbook(extra_rows=b'<row r="3"><c r="A3"><v>1</v></row>'))  # a cell never closed
+    with pytest.raises(PredictionsImportError, match=r"^m_stemforge_test.xlsx: not a readable .xlsx workbook"):
+        list(read_vlmevalkit(path, _questions()))
