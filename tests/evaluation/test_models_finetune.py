@@ -73,6 +73,20 @@ def test_fine_tuning_learns_what_zero_shot_cannot_see(clip_dir, colour_data, tmp
     assert again.fit(train, valid).predict(test) == model.predict(test)
 
 
+def test_early_stopping_stops_and_keeps_the_best_evaluation(clip_dir, colour_data, tmp_path):
+    train, valid, _ = colour_data
+    model = finetune(clip_dir, tmp_path / "ckpt", patience=2).fit(train, valid)
+    selection = model.selection["science"]
+    curve = [point["valid_accuracy"] for point in selection["curve"]]
+    assert selection["stopped_early"] and selection["steps_run"] < selection["steps_planned"]
+    assert len(curve) == curve.index(max(curve)) + 3  # two evaluations without a better accuracy, then stop
+    assert selection["best_step"] == selection["curve"][curve.index(max(curve))]["step"] < selection["steps_run"]
+    last = torch.load(next((tmp_path / "ckpt").glob("science-*/last.pt")), weights_only=False)["model"]
+    best = weights(model)
+    assert any(not torch.equal(last[k], best[k]) for k in best)  # the best evaluation's weights, not the last
+    assert accuracy(model.predict(valid), valid) == pytest.approx(max(curve))
+
+
 def test_killed_and_resumed_run_ends_with_the_same_weights(clip_dir, colour_data, tmp_path):
     train, valid, _ = colour_data
     short = dict(epochs=2)
