@@ -27,6 +27,7 @@ def test_every_readme_source_command_builds_into_a_home_of_its_own(tmp_path, mon
     commands = readme_build_commands()
     assert len(commands) >= 9
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("STEMFORGE_HOME", raising=False)  # after `make demo`: the default home
     demo = resolve_home(None)  # where `make demo` builds: ./stemforge-data
     demo.root.mkdir()
     record_built_sources(demo, ["demo"])
