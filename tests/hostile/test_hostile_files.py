@@ -286,7 +286,8 @@ def test_cut_and_broken_jsonl_lines_are_quarantined_and_the_rest_lands(tmp_path)
     for i in (1, 4, 9, 13):  # one stable reason; the line is in the detail
         assert got[f"q.jsonl#{i}"] == "malformed JSON" and details[f"q.jsonl#{i}"].startswith(f"line {i + 1}: ")
     assert "not UTF-8" in got["q.jsonl#2"]
-    assert "whole-number index" in got["q.jsonl#5"] and "not a list" in got["q.jsonl#6"]
+    # a text in options is read as options written in a text (issue 29.3): "ab" holds no labels
+    assert "whole-number index" in got["q.jsonl#5"] and got["q.jsonl#6"] == "no labelled options in the options text"
     assert "not text" in got["q.jsonl#7"] and "not an object" in got["q.jsonl#8"]
     assert got["q.jsonl#11"] == f"line longer than {MAX_LINE_BYTES} bytes" and details["q.jsonl#11"] == "line 12"
 
