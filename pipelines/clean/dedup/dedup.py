@@ -122,7 +122,7 @@ class DedupConfig(MatchRule):
     # pairs the verdict judges, and may let more through: a real re-scan (tinted paper, a small
     # turn, wider margins) keeps its content hash within a few bits but not its colours,
     # thumbnails or place on the page (measured on real figures, bench/ink_verdict.py)
-    verdict_content_hamming: int = 8
+    verdict_content_hamming: int = 14
     verdict_tolerance: float = 40.0
     verdict_box_tolerance: int = 150
 

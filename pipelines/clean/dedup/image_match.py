@@ -49,6 +49,7 @@ from pipelines.clean.dedup.phash import (
     THUMB_BYTES,
     thumbnail_distance,
 )
+from pipelines.parallel import contiguous_slices, forked_pool, shared, sharing, worker_count
 from pipelines.store.id_hash import splitmix64
 
 NO_HASH = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -249,6 +250,13 @@ class ImageIndex:
 VERDICT_SCHEMA = {"image_a": pl.String, "image_b": pl.String, "same": pl.Boolean, "kind": pl.String,
                   "measure": pl.String}
 _PICTURES_KEPT = 4096  # normalized pictures kept in memory (a picture meets many others in a row)
+_VERDICTS_PER_WORKER = 8  # picture verdicts (~40 ms each) worth a forked worker
+_MATCHER = "image-match:matcher"
+
+
+def _verdicts_in_worker(pairs: list[tuple[str, str]]) -> list[tuple[bool, str, str]]:
+    matcher = shared(_MATCHER)
+    return [matcher._compute_verdict(a, b) for a, b in pairs]
 
 
 class ImageMatcher:
@@ -297,9 +305,15 @@ class ImageMatcher:
 
     def verdicts_for(self, pairs: list[tuple[str, str]]) -> None:
         """Compute the verdicts of these (a < b) pairs not known yet."""
-        todo = [pair for pair in dict.fromkeys(pairs) if pair not in self._verdicts]
-        for a, b in todo:  # one after the other: a picture's normalized ink is reused by its next pairs
-            self._verdicts[a, b] = self._compute_verdict(a, b)
+        # in name order: a picture's pairs in a row reuse its normalized ink (in one process)
+        todo = sorted({pair for pair in pairs if pair not in self._verdicts})
+        workers = worker_count(len(todo), _VERDICTS_PER_WORKER)
+        if workers <= 1:
+            found = [self._compute_verdict(a, b) for a, b in todo]
+        else:  # a verdict is a pure function of the two pictures: same results in any process
+            with sharing({_MATCHER: self}), forked_pool(workers) as pool:
+                found = [v for part in pool.map(_verdicts_in_worker, contiguous_slices(todo, 4 * workers)) for v in part]
+        self._verdicts.update(zip(todo, found))
         self.verdicts_computed += len(todo)
 
     def verdict(self, a: str, b: str) -> tuple[bool, str, str]:
@@ -354,10 +368,14 @@ class ImageMatcher:
         _, (outcome, bound, hamming, colour, grey, box, chamming, rescanned, recropped), aligned = \
             self._judged(ra, rb)
         self._known.update(dict.fromkeys(pairs))
-        for k in np.flatnonzero(outcome != kernel.NOT_NEAR).tolist():
-            self._known[pairs[k]] = self._with_verdict(*pairs[k], _evidence(
-                int(outcome[k]), float(bound[k]), int(hamming[k]), float(colour[k]), float(grey[k]), int(box[k]),
-                int(chamming[k]), bool(rescanned[k]), bool(recropped[k]), float(aligned[k]), self.rule, kernel))
+        found = {pairs[k]: _evidence(
+            int(outcome[k]), float(bound[k]), int(hamming[k]), float(colour[k]), float(grey[k]), int(box[k]),
+            int(chamming[k]), bool(rescanned[k]), bool(recropped[k]), float(aligned[k]), self.rule, kernel)
+            for k in np.flatnonzero(outcome != kernel.NOT_NEAR).tolist()}
+        if self.read_image is not None:  # the pictures of the pairs the descriptors let through, at once
+            self.verdicts_for([pair for pair, evidence in found.items() if evidence is not None])
+        for pair, evidence in found.items():
+            self._known[pair] = self._with_verdict(*pair, evidence)
 
     def near_many(self, a: list[str | None], b: list[str | None]) -> np.ndarray:
         """``near(a[k], b[k])`` per pair, judged together in compiled code (nothing is cached)."""
@@ -374,6 +392,7 @@ class ImageMatcher:
         near = self._judged(first_rows, second_rows)[0]
         if self.read_image is not None:  # the pictures of the pairs the descriptors let through
             names = self.index._names
+            self.verdicts_for([(names[int(first_rows[k])], names[int(second_rows[k])]) for k in np.flatnonzero(near).tolist()])
             for k in np.flatnonzero(near).tolist():
                 near[k] = self.verdict(names[int(first_rows[k])], names[int(second_rows[k])])[0]
         verdict[todo] = near[inverse.reshape(-1)]

@@ -41,6 +41,7 @@ LABEL_INK = 22  # unmatched ink pixels in one cluster that make the pictures dif
 TRACE_LEVEL = 0.08  # inkness of a trace of ink (paper is below)
 APART = 4  # pixels: unmatched ink farther than this from all the other's ink is on its paper
 APART_INK = 10  # this many of one cluster's pixels on the other's paper (a small label)
+FAINT_APART = 0.35  # inkness from which ink on the other's bare paper counts (thin grey lines)
 OTHER_DRAWING = 0.2  # share of a picture's ink left unmatched from which it is another drawing
 MIN_CONTRAST = 24  # grey levels between paper and ink below which a picture is blank
 SPECK = 3  # ink components of fewer pixels (at decode size) do not count for the ink box
@@ -204,24 +205,43 @@ def _trusted(warp: np.ndarray) -> bool:
     return bool(np.all(np.abs(singular - 1.0) <= MAX_WARP_SCALE) and abs(turn) <= MAX_WARP_TURN)
 
 
-def _unmatched(ink: np.ndarray, other: np.ndarray) -> tuple[int, int, int]:
+def _unmatched(ink: np.ndarray, other: np.ndarray, faint: bool = True) -> tuple[int, int, int]:
     """(unmatched ink of ``ink`` against ``other``, that of its largest cluster, the most of a
-    cluster's that lies apart from all of ``other``'s ink), in pixels of full ink."""
+    cluster's that lies apart from all of ``other``'s ink), in pixels of full ink; ``faint``:
+    faint ink on ``other``'s bare paper counts too."""
     cv2 = _cv2()
 
     present = (other >= NEAR_LEVEL).astype(np.uint8)
     near = cv2.dilate(present, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * TOLERANCE + 1,) * 2))
-    extra = ((ink >= INK_LEVEL) & (near == 0)).astype(np.uint8)
+    anything = (other >= TRACE_LEVEL).astype(np.uint8)  # paper means no trace of ink at all
+    around = cv2.dilate(anything, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * APART + 1,) * 2))
+    # strong ink away from the other's ink, and faint ink on the other's bare paper (a drawing
+    # in thin grey lines where the other has none)
+    extra = ((ink >= INK_LEVEL) & (near == 0)) | ((ink >= FAINT_APART) & (around == 0) if faint else False)
+    extra = extra.astype(np.uint8)
     total = int(extra.sum())
     if not total:
         return 0, 0, 0
-    anything = (other >= TRACE_LEVEL).astype(np.uint8)  # paper means no trace of ink at all
-    around = cv2.dilate(anything, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * APART + 1,) * 2))
     count, labels = cv2.connectedComponents(
         cv2.dilate(extra, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * CLUSTER_GAP + 1,) * 2)), connectivity=8)
     mass = np.bincount(labels[extra == 1], minlength=count)
     apart = np.bincount(labels[(extra == 1) & (around == 0)], minlength=count)
     return total, int(mass[1:].max(initial=0)), int(apart[1:].max(initial=0))
+
+
+def _outside(moving: np.ndarray, warp: np.ndarray, shape: tuple[int, int]) -> int:
+    """Ink pixels of ``moving`` that the warp (fixed -> moving) places outside the fixed canvas
+    by more than its margin and ``TOLERANCE``: ink the comparison on that canvas would never see."""
+    ys, xs = np.nonzero(moving >= INK_LEVEL)
+    if not len(xs):
+        return 0
+    linear = warp[:, :2].astype(np.float64)
+    points = np.linalg.solve(linear, np.stack([xs - float(warp[0, 2]), ys - float(warp[1, 2])]))
+    height, width = shape
+    slack = MARGIN + TOLERANCE
+    out = ((points[0] < -slack) | (points[0] > width - 1 + slack)
+           | (points[1] < -slack) | (points[1] > height - 1 + slack))
+    return int(out.sum())
 
 
 def _recoloured(a: InkPicture, b: InkPicture, fixed: np.ndarray, warp: np.ndarray) -> float | None:
@@ -275,8 +295,12 @@ def compare_prepared(a: InkPicture, b: InkPicture) -> InkVerdict:
         extra_a, cluster_a, apart_a = _unmatched(fixed, moved)
         extra_b, cluster_b, apart_b = _unmatched(moved, fixed)
         # paper where the other has ink all around: a letter or mark cut out of a filled shape
-        _, holes_a, _ = _unmatched(1.0 - fixed, 1.0 - moved)
-        _, holes_b, _ = _unmatched(1.0 - moved, 1.0 - fixed)
+        _, holes_a, _ = _unmatched(1.0 - fixed, 1.0 - moved, faint=False)
+        _, holes_b, _ = _unmatched(1.0 - moved, 1.0 - fixed, faint=False)
+        # ink the warp moves off the canvas lies apart from all of the other's ink (a label at an edge)
+        outside = _outside(moving, warp, fixed.shape)
+        extra_b += outside
+        apart_b = max(apart_b, outside)
         # in units of the decision: a cluster of LABEL_INK, or one with APART_INK apart from all ink
         score = (max(max(cluster_a, cluster_b, holes_a, holes_b) / LABEL_INK, max(apart_a, apart_b) / APART_INK),
                  extra_a + extra_b)
