@@ -71,12 +71,31 @@ def test_nested_tex_within_the_limit_is_still_read_as_tex():
 # ---------------------------------------------------------------- pages (a loopback server)
 
 
-class _Dripping:
+class _LoopbackServer:
+    """A threaded HTTP server on a free loopback port for a request handler class (``base_url``)."""
+
+    def _serve(self, handler) -> None:
+        import socketserver
+        import threading
+
+        class Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.server = Server(("127.0.0.1", 0), handler)
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class _Dripping(_LoopbackServer):
     """A loopback server whose ``/slow.html`` sends its headers at once, then one byte of its
     body every ``interval`` seconds (slow-loris); ``/`` links to it; everything else is 404."""
 
     def __init__(self, interval: float = 0.05, size: int = 4000):
-        import socketserver
         import threading
         from http.server import BaseHTTPRequestHandler
 
@@ -117,18 +136,11 @@ class _Dripping:
                 except OSError:
                     pass
 
-        class Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
-            daemon_threads = True
-            allow_reuse_address = True
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/"
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self._serve(Handler)
 
     def close(self) -> None:
         self.stop.set()
-        self.server.shutdown()
-        self.server.server_close()
+        super().close()
 
 
 @pytest.mark.timeout(120)
@@ -257,13 +269,11 @@ def test_ordinary_layout_patterns_still_work():
         layout_from_text(_LAYOUT + "#" * 300_000, "layout file big.yaml")
 
 
-class _Endless:
+class _Endless(_LoopbackServer):
     """A loopback site whose every ``/page/N`` links to ``/page/N+1`` and two fresh ids (pagination
     and a calendar with no end)."""
 
     def __init__(self):
-        import socketserver
-        import threading
         from http.server import BaseHTTPRequestHandler
 
         class Handler(BaseHTTPRequestHandler):
@@ -285,17 +295,8 @@ class _Endless:
                 self.end_headers()
                 self.wfile.write(body)
 
-        class Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
-            daemon_threads = True
-            allow_reuse_address = True
+        self._serve(Handler)
 
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/"
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.mark.timeout(120)
