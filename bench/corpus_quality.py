@@ -180,7 +180,7 @@ def option_form(texts: list[str | None], originals: list[int] | None = None) -> 
     # a separator left behind: every option but the last ends in the same one (code that ends
     # every option in ";" is no list of separated options)
     ends = [_SEPARATOR_END.search(t) for t in present]
-    separators = {m.group().strip() for m in ends[:-1] if m and math_free(present[ends.index(m)], m.start())}
+    separators = {m.group().strip() for text, m in zip(present[:-1], ends[:-1]) if m and math_free(text, m.start())}
     left_behind = len(present) > 1 and all(ends[:-1]) and len(separators) == 1 and not ends[-1]
     return {
         "separator_ends": len(present) - 1 if left_behind else 0,
