@@ -23,7 +23,8 @@ A *pick* reads one value: a CSS selector (the first match's text), or a mapping 
 URL instead of an element), ``value`` (a constant), ``json_ld`` (a dotted path into the page's
 JSON-LD, e.g. ``hasPart.acceptedAnswer.position``), ``exclude`` (elements left out of a text),
 then ``part: last_segment`` (the last path segment of a URL) and ``pattern`` (a regex; its first
-group). Without ``css``, ``url``, ``value`` or ``json_ld`` a pick reads the question element
+group; refused at load when it can take exponential time, and each match is cut off after
+``PATTERN_SECONDS``, which refuses the page with the reason). Without ``css``, ``url``, ``value`` or ``json_ld`` a pick reads the question element
 itself. A list of picks is tried in order; the first value that is not empty wins.
 
 ``options``: ``css`` (each match is an option), ``cell`` (selectors tried in order inside each
@@ -51,6 +52,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import regex
 import yaml
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -73,6 +75,10 @@ LAYOUT_KEYS = frozenset({"name", "match", "question", "text", "image", "options"
                          "skill", "breadcrumbs", "whitespace", "links", "pagination"})
 OPTION_KEYS = frozenset({"css", "cell", "label", "sort_by", "letters_name_images"})
 LETTER = re.compile(r"^[A-Z]$")
+# A pick's ``pattern`` may be slow without being exponential (``(.*)/(.*)/(.*)/q=(\d+)`` on a long URL is
+# polynomial: 100 s on 1,000 characters). Every match runs under this time limit; a value that hits it
+# refuses the page (quarantined with the reason), never stalls the build.
+PATTERN_SECONDS = 0.5
 
 
 class LayoutError(ValueError):
@@ -90,7 +96,7 @@ class Pick:
     json_ld: tuple[str, ...] = ()
     exclude: str | None = None
     last_segment: bool = False
-    pattern: re.Pattern | None = None
+    pattern: regex.Pattern | None = None  # matched with a time limit (PATTERN_SECONDS)
 
     def describe(self) -> str:
         if self.css is not None:
@@ -300,7 +306,11 @@ class SiteLayout:
             parts = [p for p in urlsplit(value.strip()).path.split("/") if p]
             value = parts[-1] if parts else ""
         if pick.pattern is not None:
-            m = pick.pattern.search(value)
+            try:
+                m = pick.pattern.search(value, timeout=PATTERN_SECONDS)
+            except TimeoutError:
+                raise PageParseError(f"{self.name} layout pattern {pick.pattern.pattern[:60]!r} took over "
+                                     f"{PATTERN_SECONDS:g} s on a {len(value):,}-character value; page skipped") from None
             if m is None:
                 return None
             value = m.group(1) if m.groups() else m.group(0)
@@ -367,9 +377,10 @@ def _picks(value: Any, key: str, where: str, required: bool = False) -> tuple[Pi
             if not isinstance(item["pattern"], (str, int, float)):
                 raise LayoutError(f"{where}: {key}.pattern must be a regex")
             try:
-                pattern = re.compile(str(item["pattern"]))
-            except (re.error, RecursionError, OverflowError) as exc:
-                raise LayoutError(f"{where}: {key} has an invalid pattern: {exc}") from None
+                re.compile(str(item["pattern"]))  # Python's syntax, what the check below parses
+                pattern = regex.compile(str(item["pattern"]), regex.VERSION0)  # the same syntax, with timeouts
+            except (re.error, regex.error, RecursionError, OverflowError) as exc:
+                raise LayoutError(f"{where}: {key} has an invalid pattern: {exc}".splitlines()[0]) from None
             slow = _backtracking(str(item["pattern"]))
             if slow:
                 raise LayoutError(f"{where}: {key}.pattern {str(item['pattern'])[:80]!r} can take exponential time "

@@ -269,6 +269,28 @@ def test_ordinary_layout_patterns_still_work():
         layout_from_text(_LAYOUT + "#" * 300_000, "layout file big.yaml")
 
 
+@pytest.mark.timeout(60)
+def test_a_slow_polynomial_layout_pattern_is_cut_off_with_a_reason():
+    """Issue 30, point 14: nested-free patterns can still be polynomial; ``(.*)/(.*)/(.*)/q=(\\d+)`` took
+    about 100 s on a 1,000-character URL with ``re``. Every match now has a time limit and the page is
+    refused with a one-line reason (the stage quarantines it)."""
+    from pipelines.ingest.site_layout import PATTERN_SECONDS, layout_from_text
+    from pipelines.ingest.web_parsers import PageParseError, parse_page
+
+    layout = layout_from_text(_LAYOUT + "subject: {value: math}\nskill: {url: true, pattern: '(.*)/(.*)/(.*)/q=(\\d+)'}\n",
+                              "layout file poly.yaml")
+    page = "<!doctype html><html><body><div class=q><p>Which?</p><li>1</li><li>2</li><b>2</b></div></body></html>"
+    # an ordinary URL still matches (the first group is the skill)
+    assert parse_page("http://site.test/a/b/c/q=7", page, [layout])[0].skill == "http://site.test/a"
+    url = "http://site.test/" + "a/" * 5000
+    started = time.perf_counter()
+    with pytest.raises(PageParseError, match=r"hostile layout pattern .* took over 0.5 s on a 10,017-character value; "
+                                             r"page skipped") as caught:
+        parse_page(url, page, [layout])
+    assert time.perf_counter() - started < 2
+    assert PATTERN_SECONDS <= 1 and "\n" not in str(caught.value) and len(str(caught.value)) < 300
+
+
 class _Endless(_LoopbackServer):
     """A loopback site whose every ``/page/N`` links to ``/page/N+1`` and two fresh ids (pagination
     and a calendar with no end)."""
