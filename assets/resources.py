@@ -28,6 +28,7 @@ class StemforgeSettings(dg.ConfigurableResource):
     crawl_concurrency: int = BuildSettings.crawl_concurrency
     crawl_revalidate: str = BuildSettings.crawl_revalidate
     crawl_timeout: float = BuildSettings.crawl_timeout
+    crawl_max_urls: int = BuildSettings.crawl_max_urls
     cap_per_skill: int = BuildSettings.cap_per_skill
     split_train: float = BuildSettings.split_train
     split_valid: float = BuildSettings.split_valid

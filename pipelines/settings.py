@@ -38,6 +38,9 @@ class BuildSettings:
     crawl_timeout: float = 10.0
     # "lastmod": a rebuild re-requests only pages whose sitemap lastmod changed; "all": every page
     crawl_revalidate: str = "lastmod"
+    # the crawl budget: URLs a web source may have (links past it are not followed; endless pagination
+    # stops there); a source's own ``max_urls=N`` (``http://HOST/?max_urls=N``) overrides it
+    crawl_max_urls: int = 100_000
     # cleaning
     cap_per_skill: int = 2000
     # splitting

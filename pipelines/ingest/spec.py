@@ -1,6 +1,6 @@
 """Source specifications as users write them on the command line (README, Sources).
 
-``demo`` | ``http://HOST:PORT/[?layout=FILE]`` | ``stem-parquet:PATH`` | ``scienceqa:PATH`` |
+``demo`` | ``http://HOST:PORT/[?layout=FILE][&max_urls=N]`` | ``stem-parquet:PATH`` | ``scienceqa:PATH`` |
 ``jsonl:PATH[?mapping]`` | ``json:PATH[?mapping]`` | ``python:MODULE:FUNCTION[?query]``.
 ``parse_source_spec`` turns the text into a ``SourceSpec`` or raises ``SourceSpecError`` with
 a one-line reason. The kinds and how each checks its location are declared in
@@ -36,17 +36,25 @@ def parse_source_spec(text: str) -> SourceSpec:
         base = f"{parts.scheme}://{parts.netloc}{parts.path or '/'}"
         if not base.endswith("/"):
             base += "/"
-        layout = dict(parse_qsl(parts.query, keep_blank_values=True)).get("layout")
-        if layout is None:
-            return SourceSpec(text, "http", base)
-        from pipelines.ingest.site_layout import LayoutError, load_layout, resolve_layout
+        query = dict(parse_qsl(parts.query, keep_blank_values=True))
+        options: dict[str, str] = {}
+        if "max_urls" in query:
+            budget = query["max_urls"].strip()
+            if not budget.isdigit() or int(budget) < 1 or len(budget) > 12:
+                raise SourceSpecError(f"source {text!r}: max_urls must be a whole number of at least 1, "
+                                      f"got {query['max_urls'][:40]!r}")
+            options["max_urls"] = str(int(budget))
+        layout = query.get("layout")
+        if layout is not None:
+            from pipelines.ingest.site_layout import LayoutError, load_layout, resolve_layout
 
-        try:
-            resolved = resolve_layout(layout)
-            load_layout(resolved)
-        except LayoutError as exc:
-            raise SourceSpecError(f"source {text!r}: {exc}") from None
-        return SourceSpec(text, "http", base, {"layout": resolved})
+            try:
+                resolved = resolve_layout(layout)
+                load_layout(resolved)
+            except LayoutError as exc:
+                raise SourceSpecError(f"source {text!r}: {exc}") from None
+            options["layout"] = resolved
+        return SourceSpec(text, "http", base, options)
     name, sep, rest = text.partition(":")
     kind = source_kind(name) if sep else None
     if kind is None or kind.web:

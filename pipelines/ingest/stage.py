@@ -101,6 +101,14 @@ def crawl_revalidate_mode(settings: BuildSettings) -> str:
     return settings.crawl_revalidate
 
 
+def crawl_max_urls(spec: SourceSpec, settings: BuildSettings) -> int:
+    """A web source's crawl budget: its own ``max_urls=N``, else the build's ``crawl_max_urls``."""
+    value = spec.options.get("max_urls", settings.crawl_max_urls)
+    if isinstance(value, bool) or not str(value).isdigit() or int(value) < 1:
+        raise ValueError(f"source {spec.text!r}: max_urls must be a whole number of at least 1, got {value!r}")
+    return int(value)
+
+
 def crawl_web_source(spec: SourceSpec, settings: BuildSettings, home: DataHome, progress: bool = True) -> dict:
     """Crawl one web source into its raw store; returns the crawl report as a dict.
 
@@ -118,6 +126,7 @@ def crawl_web_source(spec: SourceSpec, settings: BuildSettings, home: DataHome, 
             timeout=settings.crawl_timeout,
             progress=progress,
             revalidate=crawl_revalidate_mode(settings),
+            max_urls=crawl_max_urls(spec, settings),
             follow=tuple(sel for layout in source_layouts(spec) for sel in layout.follow),
         )
         report = crawl(config, raw_store_dir(home, spec))

@@ -64,6 +64,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         demo_revision=args.revision,
         cap_per_skill=args.cap,
         crawl_revalidate=args.crawl_revalidate,
+        crawl_max_urls=args.crawl_max_urls,
         models=tuple(args.model) if args.model else BuildSettings.models,
         exam_skills=args.exam_skills,
         exam_min_questions=args.exam_min_questions,
@@ -388,7 +389,7 @@ def source_help() -> str:
     kinds = []
     for name, kind in source_kinds().items():
         if name == "http":
-            kinds.append(f"{kind.usage}[?layout=FILE]")
+            kinds.append(f"{kind.usage}[?layout=FILE][&max_urls=N]")
         else:
             kinds.append(f"{kind.usage}[?{'query' if name == 'python' else 'mapping'}]" if kind.query else kind.usage)
     return "a source spec: " + " | ".join(kinds) + " (repeatable; default: demo; README, Sources)"
@@ -418,6 +419,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="a rebuild re-requests only pages whose sitemap lastmod changed (lastmod), or every page (all) "
         "(default: %(default)s)",
     )
+    p.add_argument("--crawl-max-urls", type=int, default=BuildSettings.crawl_max_urls, metavar="N",
+                   help="the crawl budget: at most N URLs per web source, links past it are not followed; a source's "
+                   "own ?max_urls=N overrides it (default: %(default)s)")
     p.add_argument("--model", action="append",
                    help="model spec to evaluate, e.g. random or embedding?threads=1 (repeatable; default: "
                    + ", ".join(BuildSettings.models) + ")")

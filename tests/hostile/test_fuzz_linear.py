@@ -339,3 +339,38 @@ def test_endless_pagination_stops_at_the_crawl_budget(tmp_path):
         assert store.conn.execute("SELECT count(*) FROM urls").fetchone()[0] <= 120
     assert again.complete and again.discovered == 0
     assert CrawlConfig(base_url="http://x.test/").max_urls == 100_000  # builds have a budget by default
+
+
+@pytest.mark.timeout(120)
+def test_the_crawl_budget_is_a_build_setting_and_a_source_option(tmp_path):
+    """Issue 30, point 15: ``CrawlConfig.max_urls`` is set by ``BuildSettings.crawl_max_urls``
+    (``stemforge build --crawl-max-urls N``, the resource's ``crawl_max_urls``) and, per source, by
+    ``http://HOST/?max_urls=N``, which wins."""
+    from assets.resources import StemforgeSettings
+    from pipelines.ingest.crawl import RawStore
+    from pipelines.ingest.spec import SourceSpecError, parse_source_spec
+    from pipelines.ingest.stage import crawl_web_source, raw_store_dir
+    from pipelines.orchestration.cli import build_parser
+    from pipelines.settings import BuildSettings
+
+    assert BuildSettings().crawl_max_urls == 100_000 and "crawl_max_urls" in StemforgeSettings.model_fields
+    assert build_parser().parse_args(["build", "--crawl-max-urls", "40"]).crawl_max_urls == 40
+    for bad in ("0", "-3", "many", ""):
+        with pytest.raises(SourceSpecError, match="max_urls must be a whole number"):
+            parse_source_spec(f"http://site.test/?max_urls={bad}")
+    assert parse_source_spec("http://site.test/?layout=opendsa&max_urls=7").options == {"layout": "opendsa",
+                                                                                          "max_urls": "7"}
+    site = _Endless()
+    try:
+        settings = BuildSettings(home=str(tmp_path / "home"), crawl_rate_per_host=1000, crawl_timeout=5,
+                                 crawl_max_urls=25)
+        counts = {}
+        for text in (site.base_url, site.base_url + "?max_urls=60"):
+            spec = parse_source_spec(text)
+            report = crawl_web_source(spec, settings, settings.data_home, progress=False)
+            assert report["complete"] and report["over_budget"] > 0, report
+            with RawStore(raw_store_dir(settings.data_home, spec)) as store:
+                counts[text] = store.conn.execute("SELECT count(*) FROM urls").fetchone()[0]
+    finally:
+        site.close()
+    assert 20 <= counts[site.base_url] <= 25 and 50 <= counts[site.base_url + "?max_urls=60"] <= 60, counts
