@@ -43,7 +43,10 @@ def detect_format(path: Path) -> str:
         return "vlmevalkit"
     if suffix == ".csv":
         with path.open("r", encoding="utf-8-sig", newline="", errors="replace") as handle:
-            header = next(csv.reader(handle), [])
+            try:
+                header = next(csv.reader(handle), [])
+            except csv.Error:  # refused with the file's name and line by the reader
+                return "stemforge"
         return "vlmevalkit" if {"index", "prediction", "A"} <= {h.strip() for h in header} else "stemforge"
     if suffix in (".jsonl", ".json", ".ndjson"):
         with path.open("r", encoding="utf-8-sig", errors="replace") as handle:
@@ -51,7 +54,7 @@ def detect_format(path: Path) -> str:
                 if line.strip():
                     try:
                         first = json.loads(line)
-                    except json.JSONDecodeError:
+                    except (ValueError, RecursionError):  # refused with the file's name and line by the reader
                         return "stemforge"
                     return "lmms-eval" if isinstance(first, dict) and "doc_id" in first else "stemforge"
     return "stemforge"
@@ -137,7 +140,10 @@ def _table_rows(path: Path, max_rows: int | None = None):
     delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
     with path.open("r", encoding="utf-8-sig", newline="") as handle:
         reader = csv.reader(handle, delimiter=delimiter)
-        header = [h.strip() for h in next(reader, [])]
+        try:
+            header = [h.strip() for h in next(reader, [])]
+        except csv.Error as exc:
+            raise PredictionsImportError(f"{path.name} line 1: malformed {path.suffix[1:].upper()} header ({exc})") from None
         yield 1, header
         for line, row in csv_records(reader, header, path.suffix[1:].upper()):
             yield line, row if isinstance(row, LineError) else {k: (v if v != "" else None) for k, v in row.items()}

@@ -46,6 +46,9 @@ def json_line_records(path: Path) -> Iterator[tuple[int, Any]]:
             if not text.strip():
                 continue
             try:
-                yield line, json.loads(text)
+                value = json.loads(text)
             except json.JSONDecodeError as exc:
-                yield line, LineError(f"malformed JSON ({exc.msg})")
+                value = LineError(f"malformed JSON ({exc.msg})")
+            except (ValueError, RecursionError) as exc:  # a 5,000-digit number; brackets nested past the stack
+                value = LineError(f"malformed JSON ({' '.join(str(exc).split())[:120]})")
+            yield line, value

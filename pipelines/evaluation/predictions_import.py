@@ -104,6 +104,8 @@ def _read_csv(path: Path):
             header = next(reader)
         except StopIteration:
             raise PredictionsImportError(f"{path.name} line 1: empty CSV (expected a header)") from None
+        except csv.Error as exc:
+            raise PredictionsImportError(f"{path.name} line 1: malformed CSV header ({exc})") from None
         header = [h.strip() for h in header]
         for column in ("question_id", "prediction"):
             if column not in header:
@@ -203,6 +205,7 @@ def import_predictions(
 
     seen: dict[str, int] = {}
     out = {name: [] for name in RESULT_SCHEMA}
+    line_number = 0
     try:
         for line_number, row in rows:
             try:
@@ -242,6 +245,13 @@ def import_predictions(
             out["source_line"].append(line_number)
     except UnicodeDecodeError:
         raise PredictionsImportError(f"{path.name} {_undecodable_line(path)}") from None
+    except PredictionsImportError:
+        raise
+    except (ValueError, RecursionError, OSError, csv.Error, LookupError, TypeError) as exc:
+        # anything else a broken file makes a reader raise: one line naming the file and how far it was read
+        where = f"{path.name} line {line_number + 1}" if line_number else path.name
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise PredictionsImportError(f"{where}: unreadable ({type(exc).__name__}: {reason})") from None
     if not out["model"]:
         raise PredictionsImportError(f"{path.name} line 1: no predictions in the file")
     return pl.DataFrame(out, schema=RESULT_SCHEMA)

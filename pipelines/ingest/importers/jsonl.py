@@ -88,7 +88,7 @@ def _iter_lines(source: str, path: Path, mapping: RowMapping, root: Path, images
                 row = json.loads(text)
             except (ValueError, RecursionError) as exc:
                 yield QuarantineEntry(
-                    source, key, STAGE, "malformed JSON", f"line {line_no + 1}: {one_line(exc, 160)}: {one_line(text, 200)}"
+                    source, key, STAGE, "malformed JSON", f"line {line_no + 1}: {one_line(exc, 120)}: {one_line(text, 150)}"
                 )
                 continue
             if looks_like_records(row):  # a whole JSON file of records keyed by id on one line

@@ -29,8 +29,27 @@ _SLOTS = {"TARGET": ("target1", "target2", "target3"), "CONTENT": ("content1", "
 _LISTS = {"TARGET": "target", "CONTENT": "content"}
 
 
+MAX_ERROR_CHARS = 300
+
+
 def load_manual_tags(csv_path: str | Path, taxonomy: Taxonomy) -> pl.DataFrame:
+    """The tags of a manual annotation CSV; ManualTagsError, one line of at most ~300 characters
+    naming the file (and the line where known), for anything wrong with it."""
     path = Path(csv_path)
+    try:
+        return _load_manual_tags(path, taxonomy)
+    except csv.Error as exc:
+        raise ManualTagsError(f"manual tags {path.name}: malformed CSV ({exc})"[:MAX_ERROR_CHARS]) from None
+    except OSError as exc:
+        raise ManualTagsError(f"manual tags {path.name}: cannot be read: {exc.strerror or exc}") from None
+    except ManualTagsError as exc:
+        message = " ".join(str(exc).split())
+        if len(message) <= MAX_ERROR_CHARS:
+            raise
+        raise ManualTagsError(f"{message[:MAX_ERROR_CHARS - 30]}... ({len(message):,} characters)") from None
+
+
+def _load_manual_tags(path: Path, taxonomy: Taxonomy) -> pl.DataFrame:
     if not path.is_file():
         raise ManualTagsError(f"manual tags {path}: no such file")
     source = f"manual:{path.name}"

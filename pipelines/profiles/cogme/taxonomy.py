@@ -74,6 +74,13 @@ def load_taxonomy(name_or_path: str | Path = "stem") -> Taxonomy:
     except yaml.YAMLError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise TaxonomyError(f"taxonomy {path.name}: invalid YAML: {first}") from None
+    except RecursionError:
+        raise TaxonomyError(f"taxonomy {path.name}: invalid YAML: nested too deep") from None
+    except UnicodeDecodeError as exc:
+        raise TaxonomyError(f"taxonomy {path.name}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
+                            f"at offset {exc.start})") from None
+    except OSError as exc:
+        raise TaxonomyError(f"taxonomy {path.name}: cannot be read: {exc.strerror or exc}") from None
     return taxonomy_from_dict(data, origin=path.name)
 
 
