@@ -20,6 +20,7 @@ from pipelines.clean.dedup.graph_state import GraphState, SavedState
 from pipelines.clean.dedup.phash import image_descriptors
 from pipelines.clean.filtering import cap_per_skill, keep_multimodal
 from pipelines.clean.latex.convert import convert_text, forget_conversions
+from pipelines.ingest.sources import deduplicated_sources
 from pipelines.settings import BuildSettings
 from pipelines.store.home import DataHome
 from pipelines.store.images import ImageStore
@@ -145,7 +146,8 @@ def _dedup(home: DataHome, settings: BuildSettings) -> dict:
     # never changes, so the verdicts of the last run are reused)
     result = deduplicate(questions, images, config, previous=near, texts=texts, question_ids=question_ids,
                          read_image=ImageStore(home.images).get,
-                         known_verdicts=previous["verdicts"] if previous else None)
+                         known_verdicts=previous["verdicts"] if previous else None,
+                         distinct_sources=deduplicated_sources(questions["source"].unique().to_list()))
     kept, over_cap = cap_per_skill(result.kept, settings.cap_per_skill, settings.seed)
     families_before = GraphState(previous["family_nodes"], previous["family_edges"],
                                  _joined_of(previous["family_joined"])) if previous else None

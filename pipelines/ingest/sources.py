@@ -25,7 +25,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 if TYPE_CHECKING:
     from pipelines.store.images import ImageStore
@@ -88,6 +88,9 @@ class SourceKind:
     query: bool = False  # takes ``?key=value`` options after the location
     web: bool = False
     order: tuple[str, int] = ("", 0)  # (module, declaration): listing order whatever the import order
+    # its records are distinct questions by their maker's judgment (a released benchmark,
+    # deduplicated already): dedup never merges two records of one such source
+    deduplicated: bool = False
 
 
 _KINDS: dict[str, SourceKind] = {}
@@ -96,11 +99,15 @@ _loaded = False
 
 
 def register_source(name: str, *, usage: str, watch: Watch = unwatched,
-                    location: Callable[[str], str] = existing_path, query: bool = False):
-    """Declare the file source kind ``name`` read by the decorated function."""
+                    location: Callable[[str], str] = existing_path, query: bool = False, deduplicated: bool = False):
+    """Declare the file source kind ``name`` read by the decorated function. ``deduplicated``: a
+    source of this kind is a released benchmark that its maker deduplicated, whose records are
+    distinct questions: dedup keeps any two records of one such source apart (it still merges
+    a record with a copy from another source)."""
 
     def decorate(read: Reader) -> Reader:
-        _add(SourceKind(name, usage, read, watch, location, query, order=(read.__module__, next(_declared))))
+        _add(SourceKind(name, usage, read, watch, location, query, order=(read.__module__, next(_declared)),
+                        deduplicated=deduplicated))
         return read
 
     return decorate
@@ -130,6 +137,17 @@ def source_kinds() -> dict[str, SourceKind]:
 
 def source_kind(name: str) -> SourceKind | None:
     return source_kinds().get(name)
+
+
+def deduplicated_sources(texts: Iterable[str]) -> list[str]:
+    """The source specs among ``texts`` (records' ``source``) whose kind is ``deduplicated``."""
+    found = set()
+    for text in texts:
+        name, sep, _ = str(text).partition(":")
+        kind = source_kind(name) if sep else None
+        if kind is not None and kind.deduplicated and not kind.web:
+            found.add(str(text))
+    return sorted(found)
 
 
 def expected_sources() -> str:

@@ -46,6 +46,15 @@ Near duplicates
     confirmed against its representative directly; matches never chain (A~B and B~C with
     A!~C leaves C out of A's group).
 
+Deduplicated sources
+    The records of a source in ``distinct_sources`` (a released benchmark: its maker
+    deduplicated it, so its rows are distinct questions by its own judgment) are never merged
+    with each other, nor quarantined as each other's conflicting duplicates: a group holds at
+    most one record of each such source, and a pair of its records is not even a candidate.
+    Rows of one such source with the same identity keep their own question ids (the first, in
+    the kept-record order, has the identity's; each later one an id derived from it and its
+    ``source_key``). A record of such a source is still merged with a copy from any other source.
+
 Families
     ``figure_families`` joins kept questions that share a figure (near-equal problem images,
     the same rule) and a stem (same canonical text), whatever their options: such questions
@@ -61,7 +70,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, fields, replace
-from typing import Callable, Mapping, NamedTuple
+from typing import Callable, Collection, Mapping, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -456,6 +465,7 @@ def deduplicate(
     question_ids: QuestionIds | None = None,
     read_image: Callable[[str], bytes] | None = None,
     known_verdicts: pl.DataFrame | None = None,
+    distinct_sources: Collection[str] = (),
 ) -> DedupResult:
     """Remove exact and near duplicates; see the module docstring for the rules.
 
@@ -463,6 +473,8 @@ def deduplicate(
     images are near-equal only when ``ink.compare_pictures`` calls them the same picture, and the
     descriptors, loosened to ``config.verdict_rule``, only choose the pairs it judges.
     ``known_verdicts`` (an earlier result's ``verdicts``) saves judging pairs again.
+    ``distinct_sources``: sources whose records are never merged with each other (see the
+    module docstring, Deduplicated sources).
 
     ``previous`` (the ``state`` of an earlier result, with the same config, images' rule and
     code) lets the near-duplicate pass reuse the groups of components no change touches
@@ -491,6 +503,9 @@ def deduplicate(
     rows = np.arange(n, dtype=np.int64)
     rank = np.empty(n, dtype=np.int64)
     rank[order] = rows
+    source_code = _source_codes(questions["source"], distinct_sources)
+    if source_code is not None:
+        _separate_repeats(q, rank, source_code)
     qid = q.question_id
 
     # ---- exact groups ------------------------------------------------------------------
@@ -526,7 +541,9 @@ def deduplicate(
         matcher = ImageMatcher(index, config.rule)
     else:
         matcher = ImageMatcher(index, config.verdict_rule, read_image, known_verdicts)
-    head_of_rep, evidence_of_rep, near_conflicts, state, computed = _near_groups(q, reps, config, matcher, previous)
+    claims = None if source_code is None else _claims(rep_of, source_code, reps, removed)
+    head_of_rep, evidence_of_rep, near_conflicts, state, computed = _near_groups(q, reps, config, matcher, previous,
+                                                                                 claims)
     if near_conflicts:
         conflict_reps = np.array(sorted(near_conflicts), dtype=np.int64)
         members = rows[np.isin(rep_of, conflict_reps) & ~removed]  # each with its exact duplicates
@@ -575,6 +592,53 @@ def deduplicate(
                        nodes_computed=computed,
                        verdicts=matcher.verdicts() if read_image is not None else None,
                        verdicts_computed=matcher.verdicts_computed)
+
+
+# ---- deduplicated sources ----------------------------------------------------------------------
+
+
+def _source_codes(sources: pl.Series, distinct_sources: Collection[str]) -> np.ndarray | None:
+    """Per record: the index of its source in ``distinct_sources`` (sorted), -1 for any other
+    source; None when no record comes from one."""
+    names = sorted(set(distinct_sources) & set(sources.unique().drop_nulls().to_list()))
+    if not names:
+        return None
+    return sources.replace_strict(dict(zip(names, range(len(names)))), default=-1, return_dtype=pl.Int64).to_numpy()
+
+
+def _separate_repeats(q: "_Questions", rank: np.ndarray, source_code: np.ndarray) -> None:
+    """Rows of one deduplicated source with the same question id: the first in ``rank`` order
+    keeps it, each other gets an id of its own (from the id and its ``source_key``)."""
+    member = np.flatnonzero(source_code >= 0)
+    frame = pl.DataFrame({"id": q.ids[member], "code": source_code[member], "rank": rank[member], "row": member})
+    repeats = frame.filter(pl.col("rank") != pl.col("rank").min().over("id", "code"))["row"].to_numpy()
+    if not len(repeats):
+        return
+    keys = q.frame[repeats].select("source", "source_key")
+    old = q.question_id.gather(repeats).to_list()
+    new = [_key64(k, s, key) for k, s, key in zip(old, keys["source"].to_list(), keys["source_key"].to_list())]
+    q.ids = q.ids.copy()
+    q.ids[repeats] = np.array(new, dtype=np.uint64)
+    q.question_id = q.question_id.scatter(repeats, pl.Series([f"{v:016x}" for v in new], dtype=pl.String))
+
+
+def _claims(rep_of: np.ndarray, source_code: np.ndarray, reps: np.ndarray, removed: np.ndarray) -> np.ndarray:
+    """Per representative (in ``reps`` order): the deduplicated sources among its exact group's
+    records, as a bit mask (uint64; Python ints beyond 64 sources)."""
+    member = np.flatnonzero((source_code >= 0) & ~removed)
+    local_of_row = np.full(len(rep_of), -1, dtype=np.int64)
+    local_of_row[reps] = np.arange(len(reps))
+    local, code = local_of_row[rep_of[member]], source_code[member]
+    inside = local >= 0
+    local, code = local[inside], code[inside]
+    if code.max(initial=0) < 64:
+        claims = np.zeros(len(reps), dtype=np.uint64)
+        np.bitwise_or.at(claims, local, np.left_shift(_U64(1), code.astype(np.uint64)))
+        return claims
+    claims = np.zeros(len(reps), dtype=object)
+    for at, c in zip(local.tolist(), code.tolist()):
+        claims[at] |= 1 << c
+    return claims
 
 
 # ---- candidate pairs ---------------------------------------------------------------------------
@@ -759,8 +823,9 @@ def _graph_update(candidates: "_Candidates", ids: np.ndarray, attributes: pl.Dat
 
 
 def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: ImageMatcher,
-                 previous: GraphState | None = None):
-    """Greedy near-duplicate groups over representative rows.
+                 previous: GraphState | None = None, claims: np.ndarray | None = None):
+    """Greedy near-duplicate groups over representative rows. ``claims`` (``_claims``): a
+    group never holds two representatives that claim the same deduplicated source.
 
     Returns (head_of_rep for merged reps, evidence JSON per merged rep, conflicts: rep ->
     (head, detail JSON), the graph state, the number of representatives computed)."""
@@ -793,7 +858,15 @@ def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: 
 
     def confirm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """``near_pair(x, y) is not None`` per pair: problem images judged in one batch, then the
-        option pictures of the pairs that have them."""
+        option pictures of the pairs that have them; never for two claims of one source."""
+        if claims is not None:
+            apart = (claims[a] & claims[b]) == 0
+            ok = np.zeros(len(a), dtype=bool)
+            ok[apart] = confirm_pairs(a[apart], b[apart])
+            return ok
+        return confirm_pairs(a, b)
+
+    def confirm_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         ok = matcher.near_many(q.problem_image(reps[a]), q.problem_image(reps[b]))
         ra, rb = reps[a].tolist(), reps[b].tolist()
         pictured = [k for k in np.flatnonzero(ok).tolist() if q.has_options[ra[k]]]
@@ -812,7 +885,10 @@ def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: 
         return ok
 
     # the graph's edges are confirmed near pairs: a component is what the greedy pass reads
-    update, nodes = _graph_update(candidates, ids, q.attributes[reps], previous, confirm)
+    attributes = q.attributes[reps]
+    if claims is not None:  # a node's result depends on the sources its exact group claims
+        attributes = attributes.with_columns(pl.Series("claims", [str(c) for c in claims.tolist()], dtype=pl.String))
+    update, nodes = _graph_update(candidates, ids, attributes, previous, confirm)
     inside = update.affected[update.a]  # edges of components to compute (both ends or none)
     a, b = update.a[inside], update.b[inside]
 
@@ -827,9 +903,14 @@ def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: 
         if x in assigned:
             continue
         assigned.add(x)
+        held = claims[x] if claims is not None else 0  # the deduplicated sources the group holds
         for y in sorted(neighbours[x]):
             if y in assigned or y < x:
                 continue
+            if claims is not None:
+                if held & claims[y]:
+                    continue
+                held |= claims[y]
             assigned.add(y)
             taken.append((x, y))
     taken_rows = sorted({int(reps[x]) for pair in taken for x in pair})

@@ -136,10 +136,11 @@ def read_answer_key(location: str | Path, shards: list[Path]) -> dict[str, int]:
     return keys
 
 
-@register_source("stem-parquet", usage="stem-parquet:PATH", watch=watch_shards)
+@register_source("stem-parquet", usage="stem-parquet:PATH", watch=watch_shards, deduplicated=True)
 def iter_stem_parquet_records(spec: SourceSpec, images: ImageStore) -> Iterator[Record]:
     """The release's rows, each with the release's split (``source_split``); test answers the
-    release hides (``answer_idx`` -1) are read from its ``test_answer_key.jsonl`` when it has one."""
+    release hides (``answer_idx`` -1) are read from its ``test_answer_key.jsonl`` when it has one.
+    A release is deduplicated by its maker: dedup keeps every row of it (``deduplicated``)."""
     shards = find_shards(spec.location)  # raises before iteration starts
     records = _iter_shards(spec.text, _in_release_order(shards + irregular_shards(spec.location)), images)
     key = read_answer_key(spec.location, shards)
