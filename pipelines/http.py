@@ -13,6 +13,13 @@ Synchronous clients take ``policy.session()`` (urllib3's ``Retry`` in requests'
 ``HTTPAdapter``) or call ``policy.retry_delay`` in their own loop when they retry more than
 transport failures (the chat client also retries garbage replies; the crawler schedules its
 own waits between per-host rate-limit slots).
+
+A response's body has a deadline as a whole, not just per receive: ``read_body`` reads what
+each receive returns and lets the socket wait no longer than the time left, so a server that
+drip-feeds its body (slow-loris: a byte every few seconds, each within the read timeout) costs
+the deadline, not hours. The crawler and the site probe read with it; ``policy.session()``
+applies it to every response its callers do not stream (``ResponseDeadline``, a
+``requests.Timeout``, past ``timeout`` seconds; ``BodyTooLarge`` past ``max_body_bytes``).
 """
 
 from __future__ import annotations
@@ -28,6 +35,78 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 RETRY_STATUSES = frozenset({408, 425, 429})  # and every 5xx
+MAX_BODY_BYTES = 64 * 1024 * 1024  # what a session reads of one unstreamed response
+_CHUNK = 64 * 1024
+
+
+class ResponseDeadline(requests.exceptions.Timeout):
+    """A response body not read in full before its deadline (a drip-fed body), or one receive
+    that waited past the read timeout; a ``requests.Timeout``, so clients retry it as one."""
+
+
+class BodyTooLarge(requests.exceptions.RequestException):
+    """A response body over the reader's limit."""
+
+
+def read_body(response: requests.Response, deadline: float, limit: int, truncate: bool = False,
+              receive_timeout: float | None = None) -> tuple[bytes, bool]:
+    """(body, read to the end) of a streamed ``response`` by ``deadline`` (``time.monotonic()``);
+    over ``limit`` bytes: the first ``limit`` if ``truncate``, else ``BodyTooLarge``. The deadline is
+    checked continuously: each read returns what one receive got (``read1``), and the socket
+    waits no longer than the time left (nor ``receive_timeout``), so a drip-fed body raises
+    ``ResponseDeadline`` at the deadline."""
+    import urllib3.exceptions
+
+    chunks: list[bytes] = []
+    total = 0
+    sock = getattr(getattr(response.raw, "_connection", None), "sock", None)
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ResponseDeadline(f"response not read in full within its deadline ({total:,} bytes read)")
+        if sock is not None:
+            sock.settimeout(left if receive_timeout is None else min(left, receive_timeout))
+        try:
+            chunk = response.raw.read1(_CHUNK, decode_content=True)
+        except (urllib3.exceptions.ReadTimeoutError, TimeoutError):
+            raise ResponseDeadline(f"read timed out ({total:,} bytes read)") from None
+        if not chunk:
+            break
+        total += len(chunk)
+        chunks.append(chunk)
+        if total > limit:
+            if truncate:
+                return b"".join(chunks)[:limit], False
+            raise BodyTooLarge(f"response body over {limit:,} bytes")
+        if time.monotonic() > deadline:
+            raise ResponseDeadline(f"response not read in full within its deadline ({total:,} bytes read)")
+    return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), True
+
+
+class DeadlineSession(requests.Session):
+    """A ``requests.Session`` whose unstreamed responses are read with ``read_body``: the body
+    within ``deadline`` seconds of the headers (and at most ``max_body`` bytes), whatever the
+    server's pace. A streamed response (``stream=True``) is the caller's to read with ``read_body``."""
+
+    def __init__(self, deadline: float, max_body: int = MAX_BODY_BYTES):
+        super().__init__()
+        self.deadline = deadline
+        self.max_body = max_body
+
+    def request(self, method, url, *args, **kwargs) -> requests.Response:
+        stream = kwargs.pop("stream", False)
+        response = super().request(method, url, *args, stream=True, **kwargs)
+        if stream:
+            return response
+        try:
+            body, _ = read_body(response, time.monotonic() + self.deadline, self.max_body)
+        except BaseException:
+            response.close()
+            raise
+        response._content = body
+        response._content_consumed = True
+        response.raw.release_conn()  # read to the end: back to the pool for keep-alive
+        return response
 
 
 def retryable_status(status: int) -> bool:
@@ -97,9 +176,10 @@ class RetryPolicy:
             raise_on_status=False, raise_on_redirect=False, policy=self,
         )
 
-    def session(self, headers: Mapping[str, str] | None = None) -> requests.Session:
-        """A session that retries by this policy; no proxy or netrc lookups."""
-        session = requests.Session()
+    def session(self, headers: Mapping[str, str] | None = None, max_body: int = MAX_BODY_BYTES) -> requests.Session:
+        """A session that retries by this policy and reads each unstreamed body within ``timeout``
+        seconds (``DeadlineSession``); no proxy or netrc lookups."""
+        session = DeadlineSession(self.timeout, max_body)
         session.trust_env = False
         adapter = HTTPAdapter(max_retries=self.urllib3_retry())
         session.mount("http://", adapter)

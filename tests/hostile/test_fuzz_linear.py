@@ -374,3 +374,33 @@ def test_the_crawl_budget_is_a_build_setting_and_a_source_option(tmp_path):
     finally:
         site.close()
     assert 20 <= counts[site.base_url] <= 25 and 50 <= counts[site.base_url + "?max_urls=60"] <= 60, counts
+
+
+@pytest.mark.timeout(120)
+def test_the_api_clients_session_bounds_a_drip_fed_body():
+    """Issue 30, point 11: ``pipelines.http``'s sessions (the API clients, the site probe) read a
+    body within the response deadline, with the crawler's reader (``read_body``): a server that
+    sends a byte every 50 ms (each receive within the read timeout) took 4,000 x 50 ms = 200 s."""
+    import requests
+
+    from pipelines.http import BodyTooLarge, ResponseDeadline, RetryPolicy, read_body
+
+    site = _Dripping()
+    try:
+        session = RetryPolicy(retries=0, timeout=1.0).session()
+        started = time.perf_counter()
+        with pytest.raises(requests.Timeout) as caught:  # what the clients already catch and retry
+            session.get(site.base_url + "slow.html")
+        assert isinstance(caught.value, ResponseDeadline) and time.perf_counter() - started < 3
+        started = time.perf_counter()
+        response = session.get(site.base_url + "slow.html", stream=True)  # a streamed body: the caller's reader
+        with pytest.raises(ResponseDeadline):
+            read_body(response, time.monotonic() + 1.0, 1 << 20)
+        response.close()
+        assert time.perf_counter() - started < 3
+        assert session.get(site.base_url).content.startswith(b"<!doctype html>")  # a prompt answer reads whole
+        with pytest.raises(BodyTooLarge):
+            RetryPolicy(retries=0, timeout=1.0).session(max_body=10).get(site.base_url)
+        session.close()
+    finally:
+        site.close()

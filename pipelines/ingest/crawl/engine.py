@@ -26,7 +26,14 @@ import requests
 import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 
-from pipelines.http import RETRY_STATUSES, parse_retry_after, retryable_status
+from pipelines.http import (
+    RETRY_STATUSES,
+    BodyTooLarge,
+    ResponseDeadline,
+    parse_retry_after,
+    read_body,
+    retryable_status,
+)
 from pipelines.ingest.crawl.config import CrawlConfig
 from pipelines.ingest.crawl.frontier import FetchResult, Frontier, Task, recorded_sitemap
 from pipelines.ingest.crawl.links import UrlMapper, extract_links, maybe_gunzip, normalize_url, parse_sitemap
@@ -37,7 +44,6 @@ from pipelines.ingest.crawl.robots import MAX_ROBOTS_BYTES, RobotsCache, RobotsR
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 GONE_STATUSES = frozenset({404, 410})
 _DRAIN_LIMIT = 64 * 1024
-_CHUNK = 64 * 1024
 
 
 @dataclass
@@ -231,34 +237,15 @@ class _Fetcher:
 
     def _read(self, response: requests.Response, limit: int, truncate: bool, started: float) -> tuple[bytes, bool]:
         """(body, read to the end); over ``limit``: the first ``limit`` bytes if ``truncate``,
-        else a permanent failure. The deadline is checked continuously: each read returns what
-        one receive got (``read1``), and the socket waits no longer than the time left, so a
-        server that drip-feeds its body (slow-loris) costs the deadline, not minutes."""
-        deadline = started + self.config.timeout
-        chunks: list[bytes] = []
-        total = 0
-        sock = getattr(getattr(response.raw, "_connection", None), "sock", None)
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise _Transient("timeout")
-            if sock is not None:
-                sock.settimeout(min(left, self.policy.timeout))
-            try:
-                chunk = response.raw.read1(_CHUNK, decode_content=True)
-            except (urllib3.exceptions.ReadTimeoutError, TimeoutError):
-                raise _Transient("timeout") from None
-            if not chunk:
-                break
-            total += len(chunk)
-            chunks.append(chunk)
-            if total > limit:
-                if truncate:
-                    return b"".join(chunks)[:limit], False
-                raise _Permanent(f"body exceeds {_size_text(limit)}", response.status_code)
-            if time.monotonic() > deadline:
-                raise _Transient("timeout")
-        return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), True
+        else a permanent failure. The deadline is checked continuously (``pipelines.http.read_body``,
+        shared with the API clients), so a server that drip-feeds its body (slow-loris) costs the
+        deadline, not minutes."""
+        try:
+            return read_body(response, started + self.config.timeout, limit, truncate, self.policy.timeout)
+        except ResponseDeadline:
+            raise _Transient("timeout") from None
+        except BodyTooLarge:
+            raise _Permanent(f"body exceeds {_size_text(limit)}", response.status_code) from None
 
     def request(self, url: str, headers: dict[str, str], body_limit: int | None = None, truncate: bool = False) -> tuple[_Response, int]:
         """One hop with retries; returns (response, attempts) or raises _Permanent."""

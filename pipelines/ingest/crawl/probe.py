@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
@@ -20,7 +21,7 @@ from urllib.parse import urljoin, urlsplit
 import requests
 
 from pipelines.ingest.crawl.config import CrawlConfig
-from pipelines.http import RetryPolicy
+from pipelines.http import BodyTooLarge, RetryPolicy, read_body
 from pipelines.ingest.crawl.engine import REDIRECT_STATUSES, canonical_text_digest, sitemap_entries_digest
 from pipelines.ingest.crawl.frontier import recorded_sitemap
 from pipelines.ingest.crawl.links import UrlMapper, maybe_gunzip, normalize_url, parse_sitemap
@@ -57,6 +58,7 @@ def _get(session: requests.Session, url: str, headers: dict, limit: int, timeout
     (status, body or None)."""
     for _ in range(6):
         probe.requests += 1
+        started = time.monotonic()
         response = session.get(url, headers=headers, timeout=(timeout, timeout), allow_redirects=False, stream=True)
         try:
             retries = getattr(response.raw, "retries", None)
@@ -70,13 +72,10 @@ def _get(session: requests.Session, url: str, headers: dict, limit: int, timeout
                 continue
             if status != 200:
                 return status, None
-            chunks, total = [], 0
-            for chunk in response.iter_content(64 * 1024):
-                total += len(chunk)
-                if total > limit:
-                    return 413, None
-                chunks.append(chunk)
-            body = b"".join(chunks)
+            try:  # the whole body within the deadline, however slowly the server sends it
+                body, _ = read_body(response, started + timeout, limit, receive_timeout=timeout)
+            except BodyTooLarge:
+                return 413, None
             probe.bytes_downloaded += len(body)
             return status, body
         finally:
