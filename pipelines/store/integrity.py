@@ -217,22 +217,31 @@ def _raw_indexes(home: DataHome) -> list[Path]:
     return sorted(home.raw.glob("*/index.sqlite")) if home.raw.is_dir() else []
 
 
+ROWS_DAMAGED = "row(s) fail their checksum"  # in a raw index finding's detail: those rows, not the file
+
+
 def _check_raw_index(path: Path) -> Finding | None:
-    """A crawler's index changes with every crawl, so it has no checksum; SQLite checks its
-    structure (a flipped byte there made every build fail on it, and verify saw nothing)."""
+    """A crawler's index changes with every crawl, so it has no file checksum; SQLite checks its
+    structure (a flipped byte there made every build fail on it, and verify saw nothing) and each
+    row its own checksum (a flipped byte inside a row's data passes SQLite's check)."""
     import sqlite3
+
+    from pipelines.ingest.crawl.raw_store import damaged_rows
 
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0)
         try:
             verdict = [row[0] for row in con.execute("PRAGMA quick_check")]
             con.execute("SELECT count(*) FROM urls").fetchone()
+            rows = damaged_rows(con) if verdict == ["ok"] else []
         finally:
             con.close()
     except sqlite3.DatabaseError as exc:
         return Finding(path, DAMAGED, f"SQLite cannot read it: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
     if verdict != ["ok"]:
         return Finding(path, DAMAGED, f"SQLite's integrity check fails: {str(verdict[0])[:120]}")
+    if rows:
+        return Finding(path, DAMAGED, f"{len(rows)} {ROWS_DAMAGED} (first: {rows[0][1][:120]!r})")
     return None
 
 
@@ -306,7 +315,14 @@ def repair(home: DataHome, findings: Iterable[Finding], log: Callable[[str], Non
         if finding.problem != DAMAGED:
             continue
         path, name = finding.path, relative(home, finding.path)
-        if path.is_relative_to(home.raw) and path.name == "index.sqlite":
+        if path.is_relative_to(home.raw) and path.name == "index.sqlite" and ROWS_DAMAGED in finding.detail:
+            from pipelines.ingest.crawl.raw_store import RawStore
+
+            with RawStore(path.parent) as store:  # the rows, not the index: fetched again, never trusted
+                urls = store.reset_damaged_rows()
+            forget_landing = True
+            action = f"{len(urls)} row(s) marked never fetched; the next build fetches them again"
+        elif path.is_relative_to(home.raw) and path.name == "index.sqlite":
             _move_aside(home, path)
             for suffix in ("-wal", "-shm"):
                 path.with_name(path.name + suffix).unlink(missing_ok=True)
