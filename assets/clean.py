@@ -36,7 +36,7 @@ def image_index(context: dg.AssetExecutionContext, stemforge: StemforgeSettings)
 
     announce_compile("image_index", context.log.info)
     home = stemforge.settings().data_home
-    figures = stage.image_index_stage(home)
+    figures = stage.image_index_stage(home, log=context.log.info)
     frame = stage.read_lake(home, "images")
     return dg.MaterializeResult(metadata={**frame_metadata(frame), **json_metadata(figures)})
 
@@ -59,7 +59,7 @@ def deduplicated_questions(context: dg.AssetExecutionContext, stemforge: Stemfor
 
     announce_compile("deduplicated_questions", context.log.info)
     settings = stemforge.settings()
-    figures = stage.dedup_stage(settings.data_home, settings)
+    figures = stage.dedup_stage(settings.data_home, settings, log=context.log.info)
     frame = stage.read_lake(settings.data_home, "deduplicated")
     return dg.MaterializeResult(metadata={**frame_metadata(frame.drop("extra")), **json_metadata(figures)})
 

@@ -5,7 +5,7 @@ The folders read as the flow, and each imports only from the folders before it::
     store <- shared <- ingest <- clean <- dataset <- evaluation <- profiles <- orchestration
 
 ``store/`` (data home, lake, images, records, warehouse, memo) is the bottom layer; the shared
-infrastructure, ``pipelines/{settings,parallel,checks,http,plugins,compiled,tex_math}.py``, may use ``store/`` and each
+infrastructure, ``pipelines/{settings,parallel,checks,http,plugins,compiled,tex_math,progress}.py``, may use ``store/`` and each
 other and is used by every flow folder. Only ``orchestration/`` (definitions, sensors, run, cli)
 imports ``dagster`` or ``assets``; the Dagster assets in ``assets/`` are thin wrappers around
 each folder's ``stage.py``. Top-level imports have no cycles. ``tests/test_architecture.py``

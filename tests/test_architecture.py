@@ -4,7 +4,7 @@ The rules are written in ``pipelines/__init__.py``: only ``pipelines/orchestrati
 ``assets/`` import Dagster; in the library only ``pipelines/orchestration/`` imports ``assets``;
 the flow folders import only downward (store <- shared <- ingest <- clean <- dataset <-
 evaluation <- profiles <- orchestration, the shared modules being ``pipelines/{settings,
-parallel,checks,http,plugins,compiled,tex_math}.py``); the library's top-level imports have no cycles.
+parallel,checks,http,plugins,compiled,tex_math,progress}.py``); the library's top-level imports have no cycles.
 
 The checker takes a repository root, so the tests also run it on a planted tree in ``tmp_path``
 and it can measure another checkout: ``python tests/test_architecture.py /path/to/checkout``.
@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 LIBRARY = "pipelines"
 ASSETS = "assets"
 FLOWS = ("store", "shared", "ingest", "clean", "dataset", "evaluation", "profiles", "orchestration")
-SHARED_MODULES = ("settings", "parallel", "checks", "http", "plugins", "compiled", "tex_math")
+SHARED_MODULES = ("settings", "parallel", "checks", "http", "plugins", "compiled", "tex_math", "progress")
 DAGSTER_ALLOWED = (f"{LIBRARY}.orchestration", ASSETS)
 
 

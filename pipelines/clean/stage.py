@@ -15,12 +15,13 @@ from dataclasses import asdict
 import polars as pl
 
 from pipelines.clean.dedup import DedupConfig, ImageIndex, deduplicate
-from pipelines.clean.dedup.dedup import QuestionIds, TextForms, family_groups
+from pipelines.clean.dedup.dedup import PHASES, QuestionIds, TextForms, family_groups
 from pipelines.clean.dedup.graph_state import GraphState, SavedState
 from pipelines.clean.dedup.phash import image_descriptors
 from pipelines.clean.filtering import cap_per_skill, keep_multimodal
 from pipelines.clean.latex.convert import convert_text, forget_conversions
 from pipelines.ingest.sources import deduplicated_sources
+from pipelines.progress import ForwardProgress, Log
 from pipelines.settings import BuildSettings
 from pipelines.store.home import DataHome
 from pipelines.store.images import ImageStore
@@ -53,16 +54,22 @@ def referenced_images(questions: pl.DataFrame) -> list[str]:
     return sorted(set(singles.to_list()) | set(multi.to_list()))
 
 
-def image_index_stage(home: DataHome) -> dict:
-    """Describe every referenced image (format, size, perceptual hash); reuse known hashes."""
+def image_index_stage(home: DataHome, log: Log | None = None) -> dict:
+    """Describe every referenced image (format, size, perceptual hash); reuse known hashes.
+    ``log`` is told the progress (pictures indexed of all referenced)."""
     return memoized(
-        home, "image_index", lambda: _image_index(home),
+        home, "image_index", lambda: _image_index(home, log),
         inputs=[lake(home, "multimodal")],
         outputs=[lake(home, "images")],
     )
 
 
-def _image_index(home: DataHome) -> dict:
+# images described at once when the progress is told: about 20 parts, from 256 to 8,192 images
+def _progress_batch(n: int) -> int:
+    return max(256, min(8192, -(-n // 20)))
+
+
+def _image_index(home: DataHome, log: Log | None = None) -> dict:
 
     questions = read_lake(home, "multimodal")
     wanted = referenced_images(questions)
@@ -75,8 +82,12 @@ def _image_index(home: DataHome) -> dict:
     store = ImageStore(home.images)
     paths = [store.path(h) for h in todo]
     fresh = pl.DataFrame(schema=IMAGES_SCHEMA)
+    progress = ForwardProgress("image_index", log=log)
+    progress.count(known.height, len(wanted), "pictures indexed")
     if paths:
-        described = image_descriptors(paths)
+        described = image_descriptors(
+            paths, batch=_progress_batch(len(paths)),
+            progress=lambda done, _: progress.count(known.height + done, len(wanted), "pictures indexed"))
         fresh = pl.DataFrame(
             {
                 "image_hash": todo,
@@ -99,9 +110,11 @@ def _image_index(home: DataHome) -> dict:
     return {"images": table.height, "hashed_now": len(todo), "reused": known.height}
 
 
-def dedup_stage(home: DataHome, settings: BuildSettings) -> dict:
+def dedup_stage(home: DataHome, settings: BuildSettings, log: Log | None = None) -> dict:
+    """Deduplicate, cap per skill, form families; ``log`` is told the progress (the phases of
+    ``pipelines.clean.dedup.dedup.PHASES``)."""
     return memoized(
-        home, "dedup", lambda: _dedup(home, settings),
+        home, "dedup", lambda: _dedup(home, settings, log),
         inputs=[lake(home, "multimodal"), lake(home, "images")],
         outputs=[
             lake(home, "deduplicated"), lake(home, "duplicates"),
@@ -132,7 +145,7 @@ def _joined_of(frame: pl.DataFrame):
     return frame["joined"].to_numpy()
 
 
-def _dedup(home: DataHome, settings: BuildSettings) -> dict:
+def _dedup(home: DataHome, settings: BuildSettings, log: Log | None = None) -> dict:
 
     questions = read_lake(home, "multimodal")
     images = ImageIndex.from_table(read_lake(home, "images"))
@@ -142,18 +155,21 @@ def _dedup(home: DataHome, settings: BuildSettings) -> dict:
     texts = TextForms.from_frame(previous["texts"] if previous else None)
     question_ids = QuestionIds.from_frame(previous["question_ids"] if previous else None)
     near = GraphState(previous["near_nodes"], previous["near_edges"]) if previous else None
+    progress = ForwardProgress("dedup", log=log)
     # the picture verdict reads the images from the store (content-addressed: a pair's verdict
     # never changes, so the verdicts of the last run are reused)
     result = deduplicate(questions, images, config, previous=near, texts=texts, question_ids=question_ids,
                          read_image=ImageStore(home.images).get,
                          known_verdicts=previous["verdicts"] if previous else None,
-                         distinct_sources=deduplicated_sources(questions["source"].unique().to_list()))
+                         distinct_sources=deduplicated_sources(questions["source"].unique().to_list()),
+                         progress=progress)
     kept, over_cap = cap_per_skill(result.kept, settings.cap_per_skill, settings.seed)
     families_before = GraphState(previous["family_nodes"], previous["family_edges"],
                                  _joined_of(previous["family_joined"])) if previous else None
     families = family_groups(kept.sort("question_id"), images, config, previous=families_before, texts=texts)
     kept = families.kept
     family_sizes = kept.group_by("duplicate_group").len()["len"]
+    progress.advance(PHASES["families"], f"families {family_sizes.len():,} of {kept.height:,} questions")
     write_table(kept, lake(home, "deduplicated"))
     write_table(result.duplicates.sort("kept_question_id", "source", "source_key"), lake(home, "duplicates"))
     write_quarantine(home, "dedup", result.quarantine)
@@ -162,6 +178,7 @@ def _dedup(home: DataHome, settings: BuildSettings) -> dict:
                 "family_nodes": families.state.nodes, "family_edges": families.state.edges,
                 "family_joined": pl.DataFrame({"joined": families.state.joined}, schema={"joined": pl.Boolean}),
                 "texts": texts.frame(), "question_ids": question_ids.frame(), "verdicts": result.verdicts})
+    progress.advance(1.0, f"{kept.height:,} kept of {questions.height:,}", complete=True)
     kinds = result.duplicates.group_by("kind").len().sort("kind")
     return {
         "input": questions.height,

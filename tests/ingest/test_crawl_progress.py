@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import re
+import sys
 from types import SimpleNamespace
 
 from pipelines.ingest.crawl import engine
@@ -12,7 +13,7 @@ from pipelines.ingest.crawl import engine
 
 def test_the_crawl_bar_never_goes_back_and_reaches_100_percent(monkeypatch):
     stderr = io.StringIO()
-    monkeypatch.setattr(engine.sys, "stderr", stderr)
+    monkeypatch.setattr(sys, "stderr", stderr)
     report = SimpleNamespace(finished=0, stored=0, failed_total=0)
     frontier = SimpleNamespace(left=3483, remaining=lambda: frontier.left)
     progress = engine._Progress(SimpleNamespace(progress=True, progress_interval=0.0), report, frontier)

@@ -84,6 +84,7 @@ from pipelines.store.records import QUARANTINE_SCHEMA
 from pipelines.clean.dedup.image_match import NO_HASH, ImageIndex, ImageMatcher, MatchRule, splitmix64
 from pipelines.clean.dedup.normalize import canonical_text, normalize_text
 from pipelines.parallel import contiguous_slices, forked_pool, worker_count
+from pipelines.progress import ForwardProgress
 
 STAGE = "dedup"
 REASON_CONFLICT = "conflicting answers for the same question"
@@ -466,6 +467,7 @@ def deduplicate(
     read_image: Callable[[str], bytes] | None = None,
     known_verdicts: pl.DataFrame | None = None,
     distinct_sources: Collection[str] = (),
+    progress: ForwardProgress | None = None,
 ) -> DedupResult:
     """Remove exact and near duplicates; see the module docstring for the rules.
 
@@ -474,7 +476,9 @@ def deduplicate(
     descriptors, loosened to ``config.verdict_rule``, only choose the pairs it judges.
     ``known_verdicts`` (an earlier result's ``verdicts``) saves judging pairs again.
     ``distinct_sources``: sources whose records are never merged with each other (see the
-    module docstring, Deduplicated sources).
+    module docstring, Deduplicated sources). ``progress`` is told the phases (``PHASES``: the
+    exact groups, the candidate pairs judged of all, the groups), up to ``PHASES["groups"]``
+    of the work: the caller's families and writes are the rest.
 
     ``previous`` (the ``state`` of an earlier result, with the same config, images' rule and
     code) lets the near-duplicate pass reuse the groups of components no change touches
@@ -542,8 +546,12 @@ def deduplicate(
     else:
         matcher = ImageMatcher(index, config.verdict_rule, read_image, known_verdicts)
     claims = None if source_code is None else _claims(rep_of, source_code, reps, removed)
+    if progress is not None:
+        progress.advance(PHASES["exact"], f"exact groups {len(reps):,} of {n:,} records")
     head_of_rep, evidence_of_rep, near_conflicts, state, computed = _near_groups(q, reps, config, matcher, previous,
-                                                                                 claims)
+                                                                                 claims, progress)
+    if progress is not None:
+        progress.advance(PHASES["groups"], f"near-duplicate groups: {len(head_of_rep):,} merged")
     if near_conflicts:
         conflict_reps = np.array(sorted(near_conflicts), dtype=np.int64)
         members = rows[np.isin(rep_of, conflict_reps) & ~removed]  # each with its exact duplicates
@@ -592,6 +600,13 @@ def deduplicate(
                        nodes_computed=computed,
                        verdicts=matcher.verdicts() if read_image is not None else None,
                        verdicts_computed=matcher.verdicts_computed)
+
+
+# Shares of the dedup stage's work at the end of each phase, for its progress: the exact groups,
+# the candidate pairs (generated), those pairs judged (descriptors and picture verdicts: most of
+# the time), the near-duplicate groups; the families and the writes take the rest.
+PHASES = {"exact": 0.05, "candidates": 0.15, "judged": 0.8, "groups": 0.85, "families": 0.95}
+CONFIRM_PART = 5000  # candidate pairs judged at least at once when progress is told
 
 
 # ---- deduplicated sources ----------------------------------------------------------------------
@@ -823,7 +838,8 @@ def _graph_update(candidates: "_Candidates", ids: np.ndarray, attributes: pl.Dat
 
 
 def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: ImageMatcher,
-                 previous: GraphState | None = None, claims: np.ndarray | None = None):
+                 previous: GraphState | None = None, claims: np.ndarray | None = None,
+                 progress: ForwardProgress | None = None):
     """Greedy near-duplicate groups over representative rows. ``claims`` (``_claims``): a
     group never holds two representatives that claim the same deduplicated source.
 
@@ -857,6 +873,20 @@ def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: 
         return evidence
 
     def confirm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """``confirm_apart`` per pair, in parts that tell ``progress`` (the same verdicts)."""
+        if progress is None:
+            return confirm_apart(a, b)
+        total = len(a)
+        progress.advance(PHASES["candidates"], f"candidate pairs {total:,}")
+        ok = np.zeros(total, dtype=bool)
+        step = max(CONFIRM_PART, -(-total // 20))
+        for start in range(0, total, step):
+            ok[start:start + step] = confirm_apart(a[start:start + step], b[start:start + step])
+            progress.count(min(start + step, total), total, "candidate pairs judged",
+                           within=(PHASES["candidates"], PHASES["judged"]))
+        return ok
+
+    def confirm_apart(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """``near_pair(x, y) is not None`` per pair: problem images judged in one batch, then the
         option pictures of the pairs that have them; never for two claims of one source."""
         if claims is not None:

@@ -35,7 +35,7 @@ import io
 import os
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import pyspng
@@ -391,7 +391,8 @@ class ImageDescriptors:
     height: np.ndarray             # (n,) int64
 
 
-def _described(items: Sequence, from_files: bool, workers: int | None, fast: bool, batch: int) -> ImageDescriptors:
+def _described(items: Sequence, from_files: bool, workers: int | None, fast: bool, batch: int,
+               progress: Callable[[int, int], None] | None = None) -> ImageDescriptors:
     n = len(items)
     out = ImageDescriptors(
         np.empty(n, dtype=np.uint64), np.empty((n, THUMB_BYTES), dtype=np.uint8), np.empty(n, dtype=np.uint64),
@@ -420,15 +421,19 @@ def _described(items: Sequence, from_files: bool, workers: int | None, fast: boo
             out.content_box[start:end] = boxes
             out.colours[start:end] = colours
             out.width[start:end], out.height[start:end] = sizes[:, 0], sizes[:, 1]
+            if progress is not None:
+                progress(end, n)
     return out
 
 
 def image_descriptors(
-    paths: Iterable[str | os.PathLike], workers: int | None = None, fast: bool = True, batch: int = 8192
+    paths: Iterable[str | os.PathLike], workers: int | None = None, fast: bool = True, batch: int = 8192,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ImageDescriptors:
     """Page and content signatures and sizes of image files, one decode each (two for JPEG on
-    the fast path: the page hash decodes grey at reduced scale, as ``phash_files`` does)."""
-    return _described([str(p) for p in paths], True, workers, fast, batch)
+    the fast path: the page hash decodes grey at reduced scale, as ``phash_files`` does).
+    ``progress(done, total)`` is called after each ``batch`` of files."""
+    return _described([str(p) for p in paths], True, workers, fast, batch, progress)
 
 
 def describe_bytes(data: bytes, fast: bool = True) -> ImageDescriptors:

@@ -13,7 +13,6 @@ import hashlib
 import json
 import random
 import sqlite3
-import sys
 import threading
 import time
 from collections import deque
@@ -40,6 +39,7 @@ from pipelines.ingest.crawl.links import UrlMapper, extract_links, maybe_gunzip,
 from pipelines.ingest.crawl.ratelimit import HostRateLimiter
 from pipelines.ingest.crawl.raw_store import RawStore, RawStoreError
 from pipelines.ingest.crawl.robots import MAX_ROBOTS_BYTES, RobotsCache, RobotsRules
+from pipelines.progress import ForwardProgress
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 GONE_STATUSES = frozenset({404, 410})
@@ -499,33 +499,23 @@ class _Progress:
     """The crawl's progress bar: the share of known URLs finished, which only moves forward.
 
     Links found on the way add URLs (the total grows from a few thousand to over ten thousand
-    on the demo site), so a bar over URL counts would move backwards; this one shows the
-    highest share reached so far (whole percents, 99% at most until the crawl is complete), the
-    URL counts beside it, and 100% when the crawl is complete.
+    on the demo site), so a bar over URL counts would move backwards; this one
+    (``pipelines.progress.ForwardProgress``) shows the highest share reached so far (whole
+    percents, 99% at most until the crawl is complete), the URL counts beside it, and 100% when
+    the crawl is complete.
     """
-
-    SCALE = 100
 
     def __init__(self, config: CrawlConfig, report: CrawlReport, frontier: Frontier):
         self.callback = config.progress if callable(config.progress) else None
         self.interval = config.progress_interval
         self.report = report
         self.frontier = frontier
-        self.bar = None
+        self.forward = ForwardProgress("crawl", bar=config.progress is True)
         self._last = 0.0
-        if config.progress is True:
-            from tqdm import tqdm
 
-            self.bar = tqdm(
-                total=self.SCALE, file=sys.stderr, dynamic_ncols=True, desc="crawl",
-                bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}{postfix}]",
-            )
-
-    def advance(self, share: float, complete: bool = False) -> None:
-        """Move the bar to ``share`` (0..1) of the crawl, never back."""
-        target = self.SCALE if complete else min(self.SCALE - 1, int(share * self.SCALE))
-        if self.bar is not None and target > self.bar.n:
-            self.bar.update(target - self.bar.n)
+    @property
+    def bar(self):
+        return self.forward.bar
 
     def update(self, finished_now: int, force: bool = False) -> None:
         now = time.monotonic()
@@ -535,20 +525,16 @@ class _Progress:
         if self.bar is not None:
             remaining = self.frontier.remaining()
             finished = self.report.finished
-            self.advance(finished / (finished + remaining) if finished + remaining else 1.0)
-            self.bar.set_postfix_str(
+            self.forward.advance(
+                finished / (finished + remaining) if finished + remaining else 1.0,
                 f"urls={finished}/{finished + remaining}, stored={self.report.stored}, failed={self.report.failed_total}",
-                refresh=False,
             )
             self.bar.refresh()
         if self.callback is not None:
             self.callback(self.report)
 
     def close(self, complete: bool = False) -> None:
-        if self.bar is not None:
-            if complete:
-                self.advance(1.0, complete=True)
-            self.bar.close()
+        self.forward.close(complete)
 
 
 def crawl(config: CrawlConfig, store_dir: Path | str) -> CrawlReport:
