@@ -309,8 +309,9 @@ class SiteLayout:
             try:
                 m = pick.pattern.search(value, timeout=PATTERN_SECONDS)
             except TimeoutError:
-                raise PageParseError(f"{self.name} layout pattern {pick.pattern.pattern[:60]!r} took over "
-                                     f"{PATTERN_SECONDS:g} s on a {len(value):,}-character value; page skipped") from None
+                # the reason before ": " is the quarantine's category, the same for every page it skips
+                raise PageParseError(f"{self.name} layout pattern took over {PATTERN_SECONDS:g} s (page skipped): "
+                                     f"{pick.pattern.pattern[:60]!r} on a {len(value):,}-character value") from None
             if m is None:
                 return None
             value = m.group(1) if m.groups() else m.group(0)
