@@ -9,6 +9,7 @@ of one distinct picture (a 480x360 PNG) and four text options, as in issue 26's 
 
     python bench/gpu_eval.py                  # on a GPU: a few minutes
     python bench/gpu_eval.py --tiny           # a tiny CLIP on the CPU: seconds (checked in CI's way)
+    python bench/gpu_eval.py --input-only     # the adapter's input pipeline alone, on the CPU (no model)
 
 Ways timed (questions/s):
 - ``model only``: image and text towers on ready tensors on the device (batch ``--batch``
@@ -17,6 +18,12 @@ Ways timed (questions/s):
   tokenize in DataLoader workers), per dtype, with a fresh picture cache;
 - ``release``: one question per forward pass in fp32 (the released STEM evaluation's way),
   on the first ``--release-questions`` questions.
+- ``--input-only``: the adapter's exact input pipeline (``clip.input_loader``: the same
+  DataLoader items, workers and collate; pinned memory off on the CPU) run to the end without
+  a model, on the GPU run's pictures or on We-Math's real ones (``--pictures wemath``), for each
+  worker count of ``--workers`` (a list): questions/s, per worker process, and questions per
+  CPU-second of the main process and its workers together (the rate of one core, whatever else
+  the machine runs), with the main process's own CPU-ms a question.
 Agreement: the share of questions where the bf16 (and TF32) adapter's answer is fp32's, and
 the same where fp32's top-two margin is above 0.1 logit (random weights leave many near-ties).
 Prints a Markdown table and, with ``--json FILE``, writes the figures.
@@ -235,18 +242,136 @@ def agreement(reference, other) -> tuple[float, float, int]:
     return float(np.mean(same)), (float(np.mean(clear)) if clear else float("nan")), len(clear)
 
 
+def input_dir(directory: Path, size: int = 336) -> Path:
+    """Tokenizer and image processor of the ViT-L/14@336px benchmark, without the model (the
+    input pipeline needs no weights)."""
+    if (directory / "preprocessor_config.json").exists():
+        return directory
+    from transformers import CLIPTokenizer
+
+    vocab, merges = tokenizer_files()
+    directory.mkdir(parents=True, exist_ok=True)
+    CLIPTokenizer(vocab=vocab, merges=merges).save_pretrained(directory)
+    image_processor(size).save_pretrained(directory)
+    return directory
+
+
+def wemath_questions(count: int):
+    """Real pictures: We-Math testmini (../shared/corpora, see its README), its options split at ';'."""
+    import re
+
+    from pipelines.evaluation.models.base import EvalQuestion
+
+    root = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "wemath" / "data"
+    rows = json.loads((root / "testmini.json").read_text())[:count]
+    questions = []
+    for i, row in enumerate(rows):
+        options = tuple(re.sub(r"^\s*[A-Z]\.\s*", "", o).strip() or "?" for o in row["option"].split(";"))
+        answer = ord(row["answer"].strip()[:1] or "A") - ord("A")
+        questions.append(EvalQuestion(f"w{i:05d}", "math", "testmini", "skill", "test", row["question"],
+                                      root / row["image_path"], options, None, min(max(answer, 0), len(options) - 1)))
+    return questions
+
+
+def input_rate(directory: Path, questions, workers: int) -> dict:
+    """The ``clip`` adapter's input pipeline without the model: the same DataLoader (items,
+    workers, collate; pinned memory off on the CPU) run to the end. Wall questions/s and the
+    CPU seconds spent by the main process and its (reaped) workers, whence questions per
+    CPU-second: the rate one core gives, whatever else the machine runs."""
+    import resource
+
+    from transformers import AutoImageProcessor, AutoTokenizer
+
+    from pipelines.evaluation.models.clip import input_loader
+
+    tokenizer = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
+    processor = AutoImageProcessor.from_pretrained(str(directory), local_files_only=True)
+    paths = sorted({str(q.problem_image) for q in questions})
+
+    def cpu():
+        own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return np.array([own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime])
+
+    cpu0, wall0 = cpu(), time.perf_counter()
+    _, loader = input_loader(questions, paths, workers, "cpu", tokenizer, 77, processor)
+    pictures = 0
+    for item in loader:
+        if item[0] == "image" and item[2] is not None:
+            pictures += len(item[1])
+    del loader  # its workers are reaped (their CPU time counted) when the iterator ends
+    wall, (main_cpu, worker_cpu) = time.perf_counter() - wall0, cpu() - cpu0
+    used = main_cpu + worker_cpu
+    return {"workers": workers, "questions": len(questions), "pictures": pictures, "wall_s": wall,
+            "cpu_s": used, "main_cpu_ms_per_question": 1000 * main_cpu / len(questions),
+            "questions_per_s": len(questions) / wall,
+            "questions_per_s_per_worker": len(questions) / wall / max(1, workers),
+            "questions_per_cpu_s": len(questions) / used}
+
+
+def input_only(args) -> int:
+    work = args.work or Path(tempfile.mkdtemp(prefix="gpu-eval-"))
+    work.mkdir(parents=True, exist_ok=True)
+    directory = input_dir(work / "inputs")
+    count = args.questions or 2000
+    if args.pictures == "wemath":
+        questions = wemath_questions(count)
+        what = f"{len(questions)} We-Math testmini questions (real pictures, {len({q.problem_image for q in questions})} distinct)"
+    else:
+        questions = make_questions(work, count)
+        what = f"{count} questions of one distinct 480x360 PNG and 4 options (the GPU run's)"
+    workers = [int(w) for w in str(args.workers if args.workers is not None else "0,1,2").split(",")]
+    print(f"input pipeline only (no model), CPU ({os.cpu_count()} cores), {what}, processor 336 px", flush=True)
+    runs = []
+    for _ in range(args.repeats):
+        for w in workers:
+            run = input_rate(directory, questions, w)
+            runs.append(run)
+            print(f"workers {w}: {run['questions_per_s']:.1f} questions/s wall "
+                  f"({run['questions_per_s_per_worker']:.1f} per worker process), "
+                  f"{run['questions_per_cpu_s']:.1f} questions per CPU-second, main process "
+                  f"{run['main_cpu_ms_per_question']:.2f} CPU-ms a question", flush=True)
+    print()
+    print("| workers | questions/s wall (median) | per worker process | questions per CPU-second (median) "
+          "| main process CPU-ms a question (median) |")
+    print("|---|---|---|---|---|")
+    summary = {}
+    for w in workers:
+        mine = [r for r in runs if r["workers"] == w]
+        wall = float(np.median([r["questions_per_s"] for r in mine]))
+        per_cpu = float(np.median([r["questions_per_cpu_s"] for r in mine]))
+        main_ms = float(np.median([r["main_cpu_ms_per_question"] for r in mine]))
+        summary[w] = {"questions_per_s": wall, "questions_per_cpu_s": per_cpu, "main_cpu_ms_per_question": main_ms}
+        print(f"| {w} | {wall:.1f} | {wall / max(1, w):.1f} | {per_cpu:.1f} | {main_ms:.2f} |")
+    best = max(s["questions_per_cpu_s"] for s in summary.values())
+    print(f"projection: 15 workers (16 cores, one left to the main process) x {best:.1f} questions per "
+          f"CPU-second = {15 * best:.0f} questions/s, if the cores are as fast as these; "
+          f"80% of the H100's bf16 model-only rate needs 565 (of 706) or 719 (of 899)")
+    if args.json:
+        args.json.write_text(json.dumps({"pictures": args.pictures, "runs": runs, "summary": summary}, indent=1))
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="a tiny CLIP on the CPU (a check that runs anywhere)")
     parser.add_argument("--device", default=None, help="default cuda when available, else cpu")
     parser.add_argument("--questions", type=int, default=None, help="default 2000 (64 with --tiny)")
     parser.add_argument("--batch", type=int, default=256, help="adapter and model-only batch (pictures)")
-    parser.add_argument("--workers", type=int, default=None, help="adapter DataLoader workers (default: runtime.py's)")
+    parser.add_argument("--workers", default=None,
+                        help="adapter DataLoader workers (default: runtime.py's); --input-only: a list such as 0,1,2")
     parser.add_argument("--release-questions", type=int, default=200)
     parser.add_argument("--dtypes", default="fp32,tf32,bf16")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     parser.add_argument("--work", type=Path, default=None, help="folder for the model and pictures (kept, reused)")
+    parser.add_argument("--input-only", action="store_true",
+                        help="the adapter's input pipeline alone (no model, CPU): questions/s per worker and per "
+                             "CPU-second; --workers takes a list (default 0,1,2)")
+    parser.add_argument("--pictures", choices=("bench", "wemath"), default="bench",
+                        help="--input-only: the GPU run's synthetic PNGs, or We-Math's real pictures")
+    parser.add_argument("--repeats", type=int, default=3, help="--input-only: runs of each worker count")
     args = parser.parse_args(argv)
+    if args.input_only:
+        return input_only(args)
     import torch
 
     device = args.device or ("cuda" if torch.cuda.is_available() and not args.tiny else "cpu")
@@ -275,8 +400,8 @@ def main(argv=None) -> int:
         print(f"model only {dtype}: {figures['model_only'][dtype]:.1f} questions/s", flush=True)
     predictions = {}
     for dtype in dtypes:
-        figures["adapter"][dtype], predictions[dtype] = adapter_run(clip_dir, device, dtype, batch, questions,
-                                                                    args.workers)
+        figures["adapter"][dtype], predictions[dtype] = adapter_run(
+            clip_dir, device, dtype, batch, questions, None if args.workers is None else int(args.workers))
         print(f"adapter {dtype}: {figures['adapter'][dtype]:.1f} questions/s", flush=True)
     if args.tiny:
         args.release_questions = min(args.release_questions, 16)

@@ -116,6 +116,18 @@ class Prepare:
         return ("image", *self.decode(payload))
 
 
+def input_loader(answerable: Sequence[EvalQuestion], todo: Sequence[str], workers: int, device: str,
+                 tokenizer, context: int, image_processor):
+    """(text items, DataLoader): the adapter's input pipeline. One loader: its workers tokenize
+    the questions first (items ``("text", questions)``), then decode pictures (``("image",
+    paths)``, DECODE_CHUNK at a time) while the text encoder runs."""
+    per_text = min(512, max(16, len(answerable) // max(1, 2 * workers)))
+    text_items = [("text", answerable[i : i + per_text]) for i in range(0, len(answerable), per_text)]
+    image_items = [("image", todo[i : i + DECODE_CHUNK]) for i in range(0, len(todo), DECODE_CHUNK)]
+    return text_items, data_loader(text_items + image_items, workers, device,
+                                   Prepare(tokenizer, context, image_processor))
+
+
 def pad_batch(sequences: list[list[int]], pad: int):
     """(input_ids, attention_mask) padded to the longest sequence of the batch."""
     import torch
@@ -281,12 +293,9 @@ class ClipZeroShotModel(MultipleChoiceModel, PairFeatureEncoder):
         wanted = sorted({str(p) for plan in plans if not isinstance(plan, str) for p in plan[2]})
         by_path: dict[str, np.ndarray | str] = {k: self._image_cache[k] for k in wanted if k in self._image_cache}
         todo = [k for k in wanted if k not in by_path]
-        per_text = min(512, max(16, len(answerable) // max(1, 2 * self.workers)))
-        text_items = [("text", answerable[i : i + per_text]) for i in range(0, len(answerable), per_text)]
-        image_items = [("image", todo[i : i + DECODE_CHUNK]) for i in range(0, len(todo), DECODE_CHUNK)]
-        # One loader: its workers tokenize first, then decode pictures while the text encoder runs.
-        prepared = iter(data_loader(text_items + image_items, self.workers, self.device,
-                                    Prepare(self._tokenizer, self.context_length, self._image_processor)))
+        text_items, loader = input_loader(answerable, todo, self.workers, self.device, self._tokenizer,
+                                          self.context_length, self._image_processor)
+        prepared = iter(loader)
         tokenized = iter([seqs for _ in text_items for seqs in next(prepared)[1]])
         for i, plan in enumerate(plans):
             if not isinstance(plan, str):
