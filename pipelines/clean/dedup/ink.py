@@ -7,8 +7,8 @@ coincide with it everywhere.
    the ink level (the darkest percentile) mapped to 0 and 1, so tinted or grey paper and faded
    ink read alike; cropped to its ink (specks of a few pixels ignored) and scaled so that the
    ink's longer side is ``WORK_SIDE`` pixels: margins and size no longer count;
-2. align the second onto the first with OpenCV's ``findTransformECC`` (an affine warp from the
-   identity, on blurred ink, coarse then fine): a re-scan's small turn, shift and scale;
+2. align the second onto the first by ECC (``_ecc_affine``: OpenCV's ``findTransformECC``, an
+   affine warp from the identity, on blurred ink, coarse then fine): a re-scan's small turn, shift and scale;
 3. compare the ink: every ink pixel of one must have ink of the other within ``TOLERANCE``
    pixels. Ink that does not is grouped into clusters (pixels within ``CLUSTER_GAP`` of each
    other); scattered JPEG or scanner specks make tiny clusters, next to the other's strokes; a
@@ -22,6 +22,7 @@ pair costs about the same whatever the pictures' sizes. OpenCV is imported on fi
 
 from __future__ import annotations
 
+import functools
 import io
 from dataclasses import dataclass, field
 
@@ -72,6 +73,8 @@ class InkPicture:
     contrast: float
     exact: bytes  # digest of the decoded pixels: equal pixels make identical pictures
     chroma: np.ndarray | None = None  # (h, w, 3) float32: colour minus its grey, on the canvas; None: grey
+    # what the other picture's ink is compared against, made once per picture (``_surroundings``)
+    surroundings: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 class Undecodable(ValueError):
@@ -189,13 +192,73 @@ def _align(fixed: np.ndarray, moving: np.ndarray, factor: float, blur: float, st
     m = cv2.GaussianBlur(cv2.resize(moving, None, fx=factor, fy=factor, interpolation=cv2.INTER_AREA), (0, 0), blur)
     warp = np.eye(2, 3, dtype=np.float32) if start is None else start.copy()
     warp[:, 2] *= factor
-    criteria = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, steps, 1e-4)
-    try:
-        rho, warp = cv2.findTransformECC(f, m, warp, cv2.MOTION_AFFINE, criteria, None, 1)
-    except cv2.error:
+    found = _ecc_affine(f, m, warp, steps, 1e-4)
+    if found is None:
         return None
+    rho, warp = found
     warp[:, 2] /= factor
-    return warp, float(rho)
+    return warp, rho
+
+
+def _ecc_affine(template: np.ndarray, image: np.ndarray, warp: np.ndarray, steps: int,
+                eps: float) -> tuple[float, np.ndarray] | None:
+    """(correlation, warp) by the enhanced correlation coefficient (Evangelidis and Psarakis,
+    2008): OpenCV's ``findTransformECC`` for ``MOTION_AFFINE`` without masks, step for step (the
+    same warps to 1e-2 pixel on real pairs), in NumPy at half its time (OpenCV 4.13 spends ~4 ms
+    an iteration on 100² pixels). None where OpenCV raises (no overlap, no convergence)."""
+    cv2 = _cv2()
+
+    height, width = template.shape
+    image = np.ascontiguousarray(image, np.float32)
+    template = np.ascontiguousarray(template, np.float32)
+    dx = np.array([[-0.5, 0.0, 0.5]], np.float32)
+    grad_x, grad_y = cv2.filter2D(image, -1, dx), cv2.filter2D(image, -1, dx.T)
+    ones = np.ones(image.shape, np.uint8)
+    xs = np.broadcast_to(np.arange(width, dtype=np.float32), (height, width))
+    ys = np.broadcast_to(np.arange(height, dtype=np.float32)[:, None], (height, width))
+    linear, nearest = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP
+    warp = warp.astype(np.float32)
+    rho, last_rho = -1.0, -eps
+    step = 1
+    while step <= steps and abs(rho - last_rho) >= eps:
+        warped = cv2.warpAffine(image, warp, (width, height), flags=linear)
+        gx = cv2.warpAffine(grad_x, warp, (width, height), flags=linear)
+        gy = cv2.warpAffine(grad_y, warp, (width, height), flags=linear)
+        mask = cv2.warpAffine(ones, warp, (width, height), flags=nearest).astype(bool)
+        count = int(mask.sum())
+        if not count:
+            return None
+        seen, template_seen = warped[mask], template[mask]
+        image_mean, image_std = float(seen.mean(dtype=np.float64)), float(seen.std(dtype=np.float64))
+        template_mean, template_std = float(template_seen.mean(dtype=np.float64)), float(template_seen.std(dtype=np.float64))
+        image_zm = np.where(mask, warped - np.float32(image_mean), warped).ravel().astype(np.float64)
+        template_zm = np.where(mask, template - np.float32(template_mean), np.float32(0)).ravel().astype(np.float64)
+        image_norm, template_norm = np.sqrt(count) * image_std, np.sqrt(count) * template_std
+        jacobian = np.stack([gx * xs, gy * xs, gx * ys, gy * ys, gx, gy]).reshape(6, -1).astype(np.float64)
+        try:
+            hessian_inv = np.linalg.inv(np.einsum("ij,kj->ik", jacobian, jacobian))
+        except np.linalg.LinAlgError:
+            return None
+        correlation = float(np.einsum("i,i->", template_zm, image_zm))
+        last_rho, rho = rho, correlation / (image_norm * template_norm)
+        if not np.isfinite(rho):
+            return None
+        image_projection = np.einsum("ij,j->i", jacobian, image_zm)
+        template_projection = np.einsum("ij,j->i", jacobian, template_zm)
+        projected = hessian_inv @ image_projection
+        lambda_d = correlation - template_projection @ projected
+        if lambda_d <= 0.0:  # the correlation would be minimized: uncorrelated pictures
+            return None
+        lambda_n = image_norm * image_norm - image_projection @ projected
+        delta = hessian_inv @ np.einsum("ij,j->i", jacobian, (lambda_n / lambda_d) * template_zm - image_zm)
+        warp[0, 0] += delta[0]
+        warp[1, 0] += delta[1]
+        warp[0, 1] += delta[2]
+        warp[1, 1] += delta[3]
+        warp[0, 2] += delta[4]
+        warp[1, 2] += delta[5]
+        step += 1
+    return rho, warp
 
 
 def _trusted(warp: np.ndarray) -> bool:
@@ -205,16 +268,47 @@ def _trusted(warp: np.ndarray) -> bool:
     return bool(np.all(np.abs(singular - 1.0) <= MAX_WARP_SCALE) and abs(turn) <= MAX_WARP_TURN)
 
 
-def _unmatched(ink: np.ndarray, other: np.ndarray, faint: bool = True) -> tuple[int, int, int]:
+@functools.lru_cache(maxsize=None)
+def _disc(radius: int) -> np.ndarray:
+    cv2 = _cv2()
+    return cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1,) * 2)
+
+
+def _surroundings(canvas: np.ndarray, paper: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(near, around) of a canvas's ink (of its paper when ``paper``): where the other's ink
+    finds ink within ``TOLERANCE``, and where there is a trace of ink within ``APART``."""
+    cv2 = _cv2()
+    ink = 1.0 - canvas if paper else canvas
+    near = cv2.dilate((ink >= NEAR_LEVEL).astype(np.uint8), _disc(TOLERANCE))
+    around = cv2.dilate((ink >= TRACE_LEVEL).astype(np.uint8), _disc(APART))
+    return near, around
+
+
+def _surroundings_of(picture: InkPicture, shape: tuple[int, int], paper: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``_surroundings`` of a picture's canvas padded to ``shape``, made once per picture: the
+    canvas keeps ``MARGIN`` (> ``APART``) pixels of bare paper, so dilating before padding gives
+    what dilating after does (the padding is paper)."""
+    found = picture.surroundings.get(paper)
+    if found is None:
+        found = picture.surroundings[paper] = _surroundings(picture.inkness, paper)
+    if found[0].shape == shape:
+        return found
+    padded = []
+    for mask in found:
+        out = np.full(shape, 1 if paper else 0, np.uint8)
+        out[:mask.shape[0], :mask.shape[1]] = mask
+        padded.append(out)
+    return padded[0], padded[1]
+
+
+def _unmatched(ink: np.ndarray, other: np.ndarray, faint: bool = True,
+               surroundings: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[int, int, int]:
     """(unmatched ink of ``ink`` against ``other``, that of its largest cluster, the most of a
     cluster's that lies apart from all of ``other``'s ink), in pixels of full ink; ``faint``:
-    faint ink on ``other``'s bare paper counts too."""
+    faint ink on ``other``'s bare paper counts too. ``surroundings``: ``other``'s, when known."""
     cv2 = _cv2()
 
-    present = (other >= NEAR_LEVEL).astype(np.uint8)
-    near = cv2.dilate(present, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * TOLERANCE + 1,) * 2))
-    anything = (other >= TRACE_LEVEL).astype(np.uint8)  # paper means no trace of ink at all
-    around = cv2.dilate(anything, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * APART + 1,) * 2))
+    near, around = surroundings if surroundings is not None else _surroundings(other)
     # strong ink away from the other's ink, and faint ink on the other's bare paper (a drawing
     # in thin grey lines where the other has none)
     extra = ((ink >= INK_LEVEL) & (near == 0)) | ((ink >= FAINT_APART) & (around == 0) if faint else False)
@@ -222,8 +316,12 @@ def _unmatched(ink: np.ndarray, other: np.ndarray, faint: bool = True) -> tuple[
     total = int(extra.sum())
     if not total:
         return 0, 0, 0
-    count, labels = cv2.connectedComponents(
-        cv2.dilate(extra, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * CLUSTER_GAP + 1,) * 2)), connectivity=8)
+    # the clusters of the unmatched ink's box (with room for the gap): the same as on the canvas
+    x, y, w, h = cv2.boundingRect(extra)
+    x0, y0 = max(0, x - CLUSTER_GAP), max(0, y - CLUSTER_GAP)
+    x1, y1 = min(extra.shape[1], x + w + CLUSTER_GAP), min(extra.shape[0], y + h + CLUSTER_GAP)
+    extra, around = extra[y0:y1, x0:x1], around[y0:y1, x0:x1]
+    count, labels = cv2.connectedComponents(cv2.dilate(extra, _disc(CLUSTER_GAP)), connectivity=8)
     mass = np.bincount(labels[extra == 1], minlength=count)
     apart = np.bincount(labels[(extra == 1) & (around == 0)], minlength=count)
     return total, int(mass[1:].max(initial=0)), int(apart[1:].max(initial=0))
@@ -235,8 +333,10 @@ def _outside(moving: np.ndarray, warp: np.ndarray, shape: tuple[int, int]) -> in
     ys, xs = np.nonzero(moving >= INK_LEVEL)
     if not len(xs):
         return 0
-    linear = warp[:, :2].astype(np.float64)
-    points = np.linalg.solve(linear, np.stack([xs - float(warp[0, 2]), ys - float(warp[1, 2])]))
+    (p, q), (r, t) = warp[:, :2].astype(np.float64)
+    determinant = p * t - q * r
+    dx, dy = xs - float(warp[0, 2]), ys - float(warp[1, 2])
+    points = np.stack([(t * dx - q * dy) / determinant, (p * dy - r * dx) / determinant])
     height, width = shape
     slack = MARGIN + TOLERANCE
     out = ((points[0] < -slack) | (points[0] > width - 1 + slack)
@@ -260,11 +360,16 @@ def _recoloured(a: InkPicture, b: InkPicture, fixed: np.ndarray, warp: np.ndarra
     moved_ink = cv2.warpAffine(_padded(b.inkness, fixed.shape), warp, (width, height),
                                flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)
     both = (fixed >= INK_LEVEL) & (moved_ink >= INK_LEVEL)
-    coloured = both & ((np.abs(first).max(axis=2) > COLOURFUL) | (np.abs(second).max(axis=2) > COLOURFUL))
+    coloured = both & ((_channel_max(np.abs(first)) > COLOURFUL) | (_channel_max(np.abs(second)) > COLOURFUL))
     if coloured.sum() < LABEL_INK:
         return None
-    differs = np.abs(first - second).max(axis=2) > COLOUR_CHANGE
+    differs = _channel_max(np.abs(first - second)) > COLOUR_CHANGE
     return round(float((differs & coloured).sum() / coloured.sum()), 3)
+
+
+def _channel_max(x: np.ndarray) -> np.ndarray:
+    """``x.max(axis=2)`` of an (h, w, 3) array, without NumPy's slow reduction over a short axis."""
+    return np.maximum(np.maximum(x[..., 0], x[..., 1]), x[..., 2])
 
 
 def _padded(x: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
@@ -291,14 +396,21 @@ def compare_prepared(a: InkPicture, b: InkPicture) -> InkVerdict:
 
     def judge(warp: np.ndarray, rho: float | None) -> tuple[int, int]:
         nonlocal best
-        moved = cv2.warpAffine(moving, warp, side, flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)
-        extra_a, cluster_a, apart_a = _unmatched(fixed, moved)
-        extra_b, cluster_b, apart_b = _unmatched(moved, fixed)
+        if rho is None:  # as they lie: both pictures' surroundings are known
+            moved = moving
+            moved_ink, moved_paper = _surroundings_of(b, fixed.shape, False), _surroundings_of(b, fixed.shape, True)
+        else:
+            moved = cv2.warpAffine(moving, warp, side, flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)
+            moved_ink, moved_paper = _surroundings(moved), _surroundings(moved, paper=True)
+        extra_a, cluster_a, apart_a = _unmatched(fixed, moved, surroundings=moved_ink)
+        extra_b, cluster_b, apart_b = _unmatched(moved, fixed, surroundings=_surroundings_of(a, fixed.shape, False))
         # paper where the other has ink all around: a letter or mark cut out of a filled shape
-        _, holes_a, _ = _unmatched(1.0 - fixed, 1.0 - moved, faint=False)
-        _, holes_b, _ = _unmatched(1.0 - moved, 1.0 - fixed, faint=False)
-        # ink the warp moves off the canvas lies apart from all of the other's ink (a label at an edge)
-        outside = _outside(moving, warp, fixed.shape)
+        _, holes_a, _ = _unmatched(1.0 - fixed, 1.0 - moved, faint=False, surroundings=moved_paper)
+        _, holes_b, _ = _unmatched(1.0 - moved, 1.0 - fixed, faint=False,
+                                   surroundings=_surroundings_of(a, fixed.shape, True))
+        # ink the warp moves off the canvas lies apart from all of the other's ink (a label at an
+        # edge); as they lie, on one canvas, none is
+        outside = 0 if rho is None else _outside(moving, warp, fixed.shape)
         extra_b += outside
         apart_b = max(apart_b, outside)
         # in units of the decision: a cluster of LABEL_INK, or one with APART_INK apart from all ink
