@@ -22,7 +22,8 @@ class FakeChatServer:
 
     ``[ans:X]`` -> "Answer: X"; ``[raw:TEXT]`` -> TEXT; ``[sleep]`` -> sleeps 1 s first;
     ``[garbage]`` -> a non-JSON body; ``[flaky]`` -> garbage on the first request, then ``[ans:...]``;
-    ``[http500]`` -> 500 on the first request; ``[bad-request]`` -> 400.
+    ``[http500]`` -> 500 on the first request; ``[bad-request]`` -> 400; ``[drip]`` -> the
+    headers at once, then the body one byte every 50 ms (slow-loris, about 4 s in all).
     """
 
     def __init__(self):
@@ -46,6 +47,18 @@ class FakeChatServer:
                     p["text"] for p in content if p["type"] == "text"
                 )
                 try:
+                    if "[drip]" in text:
+                        reply = json.dumps({"choices": [{"message": {"role": "assistant", "content": "Answer: A"
+                                                                     + " " * 80}}]}).encode()
+                        self.send_response(200)
+                        self.send_header("Content-Type", "application/json")
+                        self.send_header("Content-Length", str(len(reply)))
+                        self.end_headers()
+                        for byte in reply:
+                            self.wfile.write(bytes([byte]))
+                            self.wfile.flush()
+                            time.sleep(0.05)
+                        return
                     if "[sleep]" in text:
                         time.sleep(1.0)
                     if "[bad-request]" in text:
@@ -174,6 +187,17 @@ def test_timeout_is_retried_then_recorded_as_failed_and_not_cached(server, tmp_p
     assert server.hits == 2
     model.predict([q])
     assert server.hits == 4
+
+
+def test_a_drip_fed_reply_costs_the_timeout_not_its_length(server, tmp_path):
+    """The headers come at once and the body a byte at a time: each attempt ends at the timeout."""
+    q = question("d1", "Dripping [drip]")
+    model = chat(server, tmp_path / "cache", timeout=0.5, max_retries=1)
+    started = time.monotonic()
+    prediction = model.predict([q])[0]
+    assert time.monotonic() - started < 2.5  # two attempts of 0.5 s, not two replies of ~6 s
+    assert prediction.prediction == -1 and "timeout" in prediction.error and "2 attempts" in prediction.error
+    assert server.hits == 2
 
 
 def test_garbage_is_retried_then_failed(server, tmp_path):

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from pipelines.http import RetryPolicy, retryable_status
+from pipelines.http import DeadlineSession, RetryPolicy, retryable_status
 from pipelines.evaluation.models.base import OPTION_LETTERS, EvalQuestion, MultipleChoiceModel, Prediction
 from pipelines.evaluation.models.extraction import extract_answer
 from pipelines.evaluation.models.registry import ModelArgs, register_model
@@ -329,7 +329,7 @@ class OpenAIChatModel(MultipleChoiceModel):
     def predict(self, questions: Sequence[EvalQuestion]) -> list[Prediction]:
         import requests
 
-        with requests.Session() as session:
+        with DeadlineSession(self.timeout) as session:  # a drip-fed reply costs the timeout, not more
             if self.workers == 1 or len(questions) <= 1:
                 return [self._answer(session, q) for q in questions]
             with ThreadPoolExecutor(max_workers=self.workers) as pool:
