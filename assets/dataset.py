@@ -80,18 +80,24 @@ def dataset_statistics(stemforge: StemforgeSettings) -> dg.MaterializeResult:
     deps=[questions],
     description=(
         "export/stem/data/{train,valid,test}-NNNNN-of-MMMMM.parquet with exactly the public STEM release's "
-        "fields and types; test answers hidden (-1) and written to test_answer_key.jsonl."
+        "fields and types; test answers hidden (-1) and written to test_answer_key.jsonl. Staged beside the live "
+        "export; the warehouse step publishes both as one version."
     ),
 )
-def stem_export(stemforge: StemforgeSettings) -> dg.MaterializeResult:
+def stem_export(context: dg.AssetExecutionContext, stemforge: StemforgeSettings) -> dg.MaterializeResult:
     from pipelines.dataset import stage
     from pipelines.dataset.export import ExportRefused
 
     settings = stemforge.settings()
     try:
-        figures = stage.export_stage(settings.data_home, settings)
+        figures = stage.export_stage(settings.data_home, settings, staged=True)
     except ExportRefused as exc:
         raise dg.Failure(description=f"blocking check export_invariants failed: {exc}", allow_retries=False) from None
+    # the export is staged: the warehouse step publishes both as one version; a run without it
+    # (the export materialized alone) publishes the warehouse here
+    selection = context.run.asset_selection
+    if selection is not None and dg.AssetKey("warehouse") not in selection:
+        figures["published"] = _publish_release(settings.data_home)[1]
     return dg.MaterializeResult(metadata=json_metadata(figures))
 
 
@@ -139,23 +145,51 @@ def export_invariants(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
     pool="duckdb_write",
     deps=warehouse_deps(),
     description=(
-        "warehouse.duckdb: every lake table published as a DuckDB table in a new file that is renamed "
-        "into place, so readers see the previous version or the new one, never a mix. The only writer."
+        "warehouse.duckdb: every lake table published as a DuckDB table in a new file, staged and then swapped "
+        "in with the export this run staged as one version (.publish.json journals the swaps), so readers see "
+        "the previous version or the new one, never a mix. The only writer."
     ),
 )
 def warehouse(stemforge: StemforgeSettings) -> dg.MaterializeResult:
+    home = stemforge.settings().data_home
+    result, commit = _publish_release(home)
+    return dg.MaterializeResult(
+        metadata=json_metadata({"path": str(result.path), "tables": result.tables, "skipped_unchanged": result.skipped,
+                                "version": commit.get("version", ""), "committed": commit.get("committed", False)})
+    )
+
+
+def _publish_release(home):
+    """Stage the warehouse and publish it with the export this run staged, as one version
+    (``pipelines.store.publish``); a failed blocking check publishes neither."""
+    from pipelines.store import publish
     from pipelines.store.blocking import blocked_checks
     from pipelines.store.warehouse import publish_warehouse
 
-    home = stemforge.settings().data_home
     blocked = blocked_checks(home)
     if blocked:
         name, reason = sorted(blocked.items())[0]
         raise dg.Failure(
-            description=f"not published: blocking check {name} failed: {reason}; the previous warehouse is kept",
+            description=f"not published: blocking check {name} failed: {reason}; the previous warehouse and export are kept",
             allow_retries=False,
         )
-    result = publish_warehouse(home)
-    return dg.MaterializeResult(
-        metadata=json_metadata({"path": str(result.path), "tables": result.tables, "skipped_unchanged": result.skipped})
+    result = publish_warehouse(home, staged=True)
+    return result, publish.commit(home)
+
+
+@dg.asset_check(
+    asset=warehouse,
+    description=(
+        "The warehouse and the export are one published version: the export version the warehouse records "
+        "(table build_version) is the sha256 of the live export's checksums.sha256."
+    ),
+)
+def published_version_matches(stemforge: StemforgeSettings) -> dg.AssetCheckResult:
+    from pipelines.store.publish import export_version, export_root, version_mismatch
+
+    home = stemforge.settings().data_home
+    problem = version_mismatch(home)
+    return dg.AssetCheckResult(
+        passed=not problem, description=problem or "one version",
+        metadata={"export_version": export_version(export_root(home))},
     )

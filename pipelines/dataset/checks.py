@@ -146,9 +146,17 @@ def split_proportions(home: DataHome, settings: BuildSettings) -> CheckOutcome:
     )
 
 
-@quality_check(lambda h: sorted(h.export.glob("*.parquet")))
+def _pending_export_shards(home: DataHome) -> Path:
+    """The shards the build publishes: those it staged (``pipelines.store.publish``), else the live ones."""
+    from pipelines.store.publish import staged_export
+
+    staged = staged_export(home) / "data"
+    return staged if staged.is_dir() else home.export
+
+
+@quality_check(lambda h: sorted(_pending_export_shards(h).glob("*.parquet")))
 def export_invariants(home: DataHome, settings: BuildSettings) -> CheckOutcome:
 
-    problems = check_release_invariants(home.export)
+    problems = check_release_invariants(_pending_export_shards(home))
     first = f", first: {problems[0]}" if problems else ""
     return CheckOutcome(not problems, f"{len(problems)} problems{first}", {"problems": problems[:10]})

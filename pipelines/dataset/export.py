@@ -9,8 +9,6 @@ mapping every exported row to its ``question_id``. Rows within a split are order
 
 from __future__ import annotations
 
-import ctypes
-import errno
 import hashlib
 import io
 import json
@@ -34,6 +32,8 @@ from pipelines.store.images import ImageStore
 from pipelines.store.memo import file_identity
 from pipelines.store.row_reuse import row_digests
 from pipelines.store.atomic import atomic_write_bytes, describe_os_error, fsync_directory, remove_stale_temporaries, temporary_path
+from pipelines.store.atomic import publish_folder as publish_folder_atomically, rename_exchange
+from pipelines.store.publish import previous_export
 from pipelines.store.checksums import MANIFEST_NAME, checksum_lines, sha256_file
 from pipelines.parallel import forked_pool, shared, sharing, worker_count
 from pipelines.dataset.split import SPLITS
@@ -281,6 +281,7 @@ def write_stem_export(
     card: BuildFacts | None = None,
     previous_shards: dict | None = None,
     conversions: Path | None = None,
+    staged_at: Path | None = None,
 ) -> ExportResult:
     """Write the release layout under ``export_root`` (``.../export/stem``) atomically.
 
@@ -306,6 +307,10 @@ def write_stem_export(
     that of a published shard is not written again: the published file is linked under its
     new name (same bytes, same file). Everything else is written as in a first export.
     ``conversions``: a folder where pictures converted to PNG are kept between exports.
+
+    ``staged_at``: the complete export is not swapped in but left at this folder (beside
+    ``export_root``, replacing what was staged there), for ``pipelines.store.publish.commit`` to
+    publish together with the warehouse; the result's files are the staged ones.
     """
     if rows_per_shard <= 0:
         raise ValueError(f"rows_per_shard must be positive, got {rows_per_shard}")
@@ -369,21 +374,26 @@ def write_stem_export(
                 f"{len(problems)} problem(s), first: {problems[0]}; the previous export is kept"
             )
         _carry_over_other_entries(export_root, staging)
-        shutil.rmtree(previous, ignore_errors=True)  # retired only moments ago: kept this long
-        publish_folder(staging, export_root)
-        fsync_directory(export_root.parent)
-        # the staging name now holds the replaced export: keep it (until the next publish)
-        # for readers that were inside it during the swap
-        if staging.exists():
-            try:
-                os.rename(staging, previous)
-            except OSError:
-                pass
+        if staged_at is not None:
+            shutil.rmtree(staged_at, ignore_errors=True)
+            os.rename(staging, staged_at)
+            fsync_directory(Path(staged_at).parent)
+        else:
+            shutil.rmtree(previous, ignore_errors=True)  # retired only moments ago: kept this long
+            publish_folder(staging, export_root)
+            fsync_directory(export_root.parent)
+            # the staging name now holds the replaced export: keep it (until the next publish)
+            # for readers that were inside it during the swap
+            if staging.exists():
+                try:
+                    os.rename(staging, previous)
+                except OSError:
+                    pass
     except OSError as exc:
         raise _publish_error(export_root, exc) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    final_dir = export_root / "data"
+    final_dir = (Path(staged_at) if staged_at is not None else export_root) / "data"
     for entry in shard_record.values():
         entry.update(file_identity(final_dir / entry["name"]) or {})
     return ExportResult(final_dir, sorted(final_dir.glob("*.parquet")), rows, shard_record,
@@ -443,11 +453,6 @@ def _link_published(export_root: Path, entry: dict | None, path: Path) -> bool:
     return True
 
 
-def previous_export(export_root: Path) -> Path:
-    """Where the export replaced by the last publish is kept until the next one."""
-    return Path(export_root).parent / f".{Path(export_root).name}-previous"
-
-
 def _retired_seconds_ago(folder: Path) -> float:
     try:
         return time.time() - folder.stat().st_ctime  # a rename sets the folder's ctime
@@ -480,49 +485,14 @@ def _link_or_copy(source, destination) -> None:
         shutil.copy2(source, destination, follow_symlinks=False)
 
 
-_RENAME_EXCHANGE = 2  # linux/fs.h
-_AT_FDCWD = -100
-_UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP}
-
-
 def _rename_exchange(a: Path, b: Path) -> None:
-    """Swap two existing paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        renameat2 = libc.renameat2
-    except (OSError, AttributeError, TypeError):
-        raise OSError(errno.ENOSYS, "renameat2 is not available") from None
-    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    renameat2.restype = ctypes.c_int
-    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code), str(a), None, str(b))
+    """Swap two existing paths atomically (``pipelines.store.atomic.rename_exchange``)."""
+    rename_exchange(a, b)
 
 
 def publish_folder(new: Path, final: Path) -> None:
-    """Put the complete folder ``new`` at ``final`` in one step; afterwards ``new`` holds
-    the previous content of ``final`` (or no longer exists), for the caller to remove.
-
-    Where the file system cannot exchange two paths atomically, two renames are used and a
-    reader can miss ``final`` for the instant between them.
-    """
-    if not os.path.lexists(final):
-        os.rename(new, final)
-        return
-    try:
-        _rename_exchange(new, final)
-        return
-    except OSError as exc:
-        if exc.errno not in _UNSUPPORTED:
-            raise
-    previous = temporary_path(final, kind="name", sweep=False)
-    os.rename(final, previous)
-    try:
-        os.rename(new, final)
-    except OSError:
-        os.rename(previous, final)
-        raise
-    os.rename(previous, new)
+    """``pipelines.store.atomic.publish_folder`` (with this module's ``_rename_exchange``)."""
+    publish_folder_atomically(new, final, exchange=_rename_exchange)
 
 
 def dataset_statistics(questions: pl.DataFrame) -> pl.DataFrame:

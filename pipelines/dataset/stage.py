@@ -31,6 +31,7 @@ from pipelines.store.home import DataHome
 from pipelines.store.images import ImageStore
 from pipelines.store.lake import lake, read_lake, write_table
 from pipelines.store.memo import memoized
+from pipelines.store.publish import staged_export
 from pipelines.store.row_reuse import RowReuse, in_order_of, reuse_enabled
 
 
@@ -144,17 +145,20 @@ def _statistics(home: DataHome) -> dict:
     return {"rows": stats.height}
 
 
-def export_files(home: DataHome) -> list[Path]:
-    root = home.export.parent
-    return [*sorted(home.export.glob("*.parquet")), root / "index.parquet", root / "test_answer_key.jsonl", root / CARD_NAME,
-            root / EXPORT_MANIFEST]
+def export_files(home: DataHome, root: Path | None = None) -> list[Path]:
+    """The files of the live export, or of the export folder ``root`` (a staged one)."""
+    root = home.export.parent if root is None else Path(root)
+    return [*sorted((root / "data").glob("*.parquet")), root / "index.parquet", root / "test_answer_key.jsonl",
+            root / CARD_NAME, root / EXPORT_MANIFEST]
 
 
-def export_stage(home: DataHome, settings: BuildSettings) -> dict:
+def export_stage(home: DataHome, settings: BuildSettings, *, staged: bool = False) -> dict:
+    """Write the export and publish it; with ``staged`` (the build), leave it staged for the
+    warehouse step to publish with the warehouse as one version (``pipelines.store.publish``)."""
     return memoized(
-        home, "export", lambda: _export(home, settings),
+        home, "export", lambda: _export(home, settings, staged),
         inputs=[lake(home, "questions"), lake(home, "duplicates")],
-        outputs=lambda _: export_files(home),
+        outputs=lambda _: export_files(home, staged_export(home) if staged else None),
         settings={"rows_per_shard": settings.rows_per_shard, "card": _card_settings(settings)},
     )
 
@@ -188,7 +192,7 @@ def _previous_shards(home: DataHome) -> dict | None:
     return record if isinstance(record, dict) else None
 
 
-def _export(home: DataHome, settings: BuildSettings) -> dict:
+def _export(home: DataHome, settings: BuildSettings, staged: bool = False) -> dict:
 
     try:
         result = write_stem_export(
@@ -200,11 +204,12 @@ def _export(home: DataHome, settings: BuildSettings) -> dict:
             card=build_facts(home, settings),
             previous_shards=_previous_shards(home),
             conversions=home.cache / "export_png",
+            staged_at=staged_export(home) if staged else None,
         )
     except ExportRefused as exc:
         record_check(home, "export_invariants", False, str(exc))
         raise
     record_check(home, "export_invariants", True, "")
     atomic_write_text(export_shards_path(home), json.dumps(result.shards, sort_keys=True, indent=1))
-    return {"files": [p.name for p in result.files], "rows": result.rows, "path": str(result.data_dir),
+    return {"files": [p.name for p in result.files], "rows": result.rows, "path": str(home.export),
             "shards_written": result.shards_written, "shards_kept": result.shards_kept}

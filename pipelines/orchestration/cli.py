@@ -135,6 +135,7 @@ def format_rows(columns: list[str], rows: list[tuple], fmt: str) -> str:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
+    from pipelines.store.publish import recover_if_idle
     from pipelines.store.warehouse import WarehouseError, run_query
 
     if args.file:
@@ -149,7 +150,9 @@ def cmd_sql(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         raise CliError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     try:
-        result = run_query(resolve_home(args.home), query, timeout=args.timeout, memory_limit=args.max_memory)
+        home = resolve_home(args.home)
+        recover_if_idle(home)  # a publish a crash interrupted is completed before reading
+        result = run_query(home, query, timeout=args.timeout, memory_limit=args.max_memory)
     except WarehouseError as exc:
         raise CliError(str(exc)) from None
     print(format_rows(result.columns, result.rows, args.format))
@@ -167,6 +170,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
         raise CliError(f"no data home at {home.root}; run `stemforge build` first")
     try:
         with home_lock(home, "verify"):  # a build's files are complete only between its writes
+            from pipelines.store.publish import recover
+
+            recover(home, log=print)  # a publish a crash interrupted is completed first
             report = verify_home(home)
             for finding in report.findings:
                 if not (args.repair and finding.problem == DAMAGED):
@@ -237,9 +243,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from pipelines.dataset.harness_export import HarnessExportError, export_for_harness
 
+    from pipelines.store.publish import recover_if_idle
+
     home = resolve_home(args.home)
     if not home.lake_path("questions").exists():
         raise CliError(f"no built dataset in {home.root}; run `stemforge build` first")
+    recover_if_idle(home)  # a publish a crash interrupted is completed before reading the export
     try:
         result = export_for_harness(home, args.format, Path(args.out) if args.out else None, split=args.split,
                                     with_answer_key=args.with_answer_key)

@@ -11,6 +11,7 @@ multiprocess executor are children of that process and work under its lock.
 
 from __future__ import annotations
 
+import sys
 from typing import Iterator
 
 import dagster as dg
@@ -42,13 +43,23 @@ class HomeLockedExecutor(Executor):
         return self.inner.step_dependency_config
 
     def execute(self, plan_context, execution_plan) -> Iterator:
+        from pipelines.store import publish
         from pipelines.store.homelock import home_lock
 
         home = run_home(plan_context.run_config)
         run_id = plan_context.run_id
         with home_lock(home, f"dagster run {run_id[:8]}", run_id=run_id):
             check_partitions(plan_context.dagster_run.tags, execution_plan.step_keys_to_execute)
-            yield from self.inner.execute(plan_context, execution_plan)
+            # one published version: a commit a crash interrupted is completed first, and what
+            # this run staged but did not commit (it failed before) is removed at its end
+            publish.recover(home, log=lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
+            try:
+                yield from self.inner.execute(plan_context, execution_plan)
+            finally:
+                try:
+                    publish.recover(home)
+                except OSError as exc:  # the next build or command completes it
+                    print(f"warning: could not finish publishing: {exc}", file=sys.stderr, flush=True)
 
 
 PARTITION_TAGS = ("dagster/partition", "dagster/asset_partition_range_start")

@@ -178,6 +178,11 @@ def _run_build(
     release_abandoned_runs(instance)
     if live_build_runs(instance) == 0:  # nobody else is writing: leftovers are a killed build's
         remove_stray_temporaries(home)
+    # one published version: a publish a crash interrupted is completed (before the warehouse is
+    # checked: its sidecar may be the one the crash had not moved yet), a failed build's staging removed
+    from pipelines.store.publish import recover
+
+    recover(home, log=lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
     # the lake and the warehouse byte-checked: a damaged file is named and rebuilt by this run
     check_before_build(home, log=lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
     keys = sync_source_partitions(instance, settings.sources)

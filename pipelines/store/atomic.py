@@ -13,6 +13,7 @@ Polars), so the crawler can use it.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import random
@@ -278,3 +279,49 @@ def atomic_write_bytes(path: Path | str, data: bytes, *, sweep: bool = True, che
 def atomic_write_text(path: Path | str, text: str, *, encoding: str = "utf-8") -> None:
     with atomic_write(path, "w", encoding=encoding) as handle:
         handle.write(text)
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+_UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP}
+
+
+def rename_exchange(a: Path, b: Path) -> None:
+    """Swap two existing paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError, TypeError):
+        raise OSError(errno.ENOSYS, "renameat2 is not available") from None
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), str(a), None, str(b))
+
+
+def publish_folder(new: Path, final: Path, *, exchange=None) -> None:
+    """Put the complete folder ``new`` at ``final`` in one step; afterwards ``new`` holds
+    the previous content of ``final`` (or no longer exists), for the caller to remove.
+
+    Where the file system cannot exchange two paths atomically, two renames are used and a
+    reader can miss ``final`` for the instant between them. ``exchange``: the function that
+    swaps two paths (default ``rename_exchange``).
+    """
+    if not os.path.lexists(final):
+        os.rename(new, final)
+        return
+    try:
+        (exchange or rename_exchange)(new, final)
+        return
+    except OSError as exc:
+        if exc.errno not in _UNSUPPORTED:
+            raise
+    previous = temporary_path(final, kind="name", sweep=False)
+    os.rename(final, previous)
+    try:
+        os.rename(new, final)
+    except OSError:
+        os.rename(previous, final)
+        raise
+    os.rename(previous, new)

@@ -42,6 +42,7 @@ DAMAGED = "damaged"
 MISSING = "missing"
 UNRECORDED = "no checksum recorded"
 MISMATCH = "its bytes do not match the checksum recorded when it was written"
+NOT_ONE_VERSION = "not one version"  # the warehouse and the export are not one published version
 SIDECAR_DAMAGED = "its checksum record is damaged, not the file (the record differs from the file's checksum by a byte or two)"
 DAMAGED_DIR = "damaged"  # under the home: damaged files no stage can rebuild, kept for the user
 
@@ -64,7 +65,7 @@ class VerifyReport:
 
     @property
     def clean(self) -> bool:
-        return not any(f.problem in (DAMAGED, MISSING) for f in self.findings)
+        return not any(f.problem in (DAMAGED, MISSING, NOT_ONE_VERSION) for f in self.findings)
 
 
 def relative(home: DataHome, path: Path) -> str:
@@ -272,9 +273,23 @@ def verify_home(home: DataHome) -> VerifyReport:
         path = home.root / name
         if path not in seen and not os.path.lexists(path) and not is_checksum_file(path):
             findings.append(Finding(path, MISSING, "a stage's recorded output; the next build rebuilds it"))
+    findings += _check_one_version(home, findings)
     checked = recorded + exported + images + bodies + indexes
     findings.sort(key=lambda f: relative(home, f.path))
     return VerifyReport(findings, len(checked), sum(_size(p) for p in checked))
+
+
+def _check_one_version(home: DataHome, findings: list[Finding]) -> list[Finding]:
+    """The warehouse and the export are one version (``pipelines.store.publish``); a warehouse
+    published before versions were recorded is not checked."""
+    from pipelines.store.publish import version_mismatch, warehouse_version
+
+    if not home.warehouse.exists() or any(f.path == home.warehouse for f in findings):
+        return []
+    if warehouse_version(home.warehouse) is None:
+        return []
+    problem = version_mismatch(home)
+    return [Finding(home.warehouse, NOT_ONE_VERSION, f"{problem}; the next build republishes it")] if problem else []
 
 
 def check_before_build(home: DataHome, log: Callable[[str], None]) -> list[Finding]:
@@ -312,6 +327,11 @@ def repair(home: DataHome, findings: Iterable[Finding], log: Callable[[str], Non
     outputs = _stage_outputs(home)
     forget_landing = False
     for finding in sorted(findings, key=lambda f: relative(home, f.path)):
+        if finding.problem == NOT_ONE_VERSION:
+            finding.path.unlink(missing_ok=True)  # the warehouse: the build republishes it with the live export
+            checksum_path(finding.path).unlink(missing_ok=True)
+            log(f"{describe(home, finding)}; removed; the build republishes it")
+            continue
         if finding.problem != DAMAGED:
             continue
         path, name = finding.path, relative(home, finding.path)
@@ -359,5 +379,7 @@ def _move_aside(home: DataHome, path: Path) -> None:
 
 def summary_line(report: VerifyReport) -> str:
     counts = ", ".join(f"{report.count(p)} {p}" for p in (DAMAGED, MISSING, UNRECORDED))
+    if report.count(NOT_ONE_VERSION):
+        counts += ", warehouse and export not one version"
     verdict = "clean" if report.clean else "damage found"
     return f"verified {report.files:,} files ({report.bytes / 2**20:,.1f} MiB): {verdict} ({counts})"

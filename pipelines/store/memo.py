@@ -33,6 +33,7 @@ from pipelines.store.code_deps import code_digest_of
 from pipelines.store.home import DataHome
 from pipelines.store.atomic import atomic_write_text
 from pipelines.store.checksums import recorded_checksum
+from pipelines.store.publish import live_name
 
 RECORD_FORMAT = 1
 _CHUNK = 1 << 20
@@ -119,8 +120,10 @@ def load_record(home: DataHome, stage: str) -> dict | None:
 
 
 def _rel(home: DataHome, path: Path) -> str:
+    """The name a record gives ``path``: relative to the home; a staged export or warehouse file
+    (``pipelines.store.publish``) under the live name it will have, with the same size and mtime."""
     try:
-        return str(path.resolve().relative_to(home.root))
+        return live_name(str(path.resolve().relative_to(home.root)))
     except ValueError:
         return str(path.resolve())
 

@@ -91,31 +91,43 @@ def warehouse_inputs(home: DataHome) -> list[Path]:
     return [path for table in WAREHOUSE_TABLES for path in table_files(home, table)]
 
 
-def publish_warehouse(home: DataHome, *, force: bool = False) -> PublishResult:
+def publish_warehouse(home: DataHome, *, force: bool = False, staged: bool = False) -> PublishResult:
     """Rebuild ``warehouse.duckdb`` from the lake and swap it in atomically.
 
     Memoized like every stage (``pipelines.store.memo``): skipped when the lake files' content,
-    the SQL that defines the views and this code are unchanged and the published file is the
-    one it wrote.
+    the SQL that defines the views, the export version it records (``pipelines.store.publish``)
+    and this code are unchanged and the published file is the one it wrote.
+
+    With ``staged`` the new file is left at ``publish.staged_warehouse(home)`` for
+    ``publish.commit`` to swap in with the export, as one version (the build does this).
     """
+    from pipelines.store.publish import pending_export_version, staged_warehouse
+
     if force:
         forget(home, "warehouse")
         forget_update_state(home)
     sql = sorted(p for p in SQL_DIR.rglob("*.sql"))
     sql_digests = {str(p.relative_to(SQL_DIR)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sql}
+    version = pending_export_version(home)
+    written = staged_warehouse(home) if staged else home.warehouse
     figures = memoized(
-        home, "warehouse", lambda: _publish(home, sql_digests),
+        home, "warehouse", lambda: _publish(home, sql_digests, version, written),
         inputs=warehouse_inputs(home),
-        outputs=[home.warehouse, checksum_path(home.warehouse)],  # a warehouse without its checksum is republished
-        extra=sql_digests,
+        outputs=[written, checksum_path(written)],  # a warehouse without its checksum is republished
+        extra={"sql": sql_digests, "export_version": version},
     )
     return PublishResult(home.warehouse, dict(figures["tables"]), figures["skipped"], figures)
 
 
-def _publish(home: DataHome, sql_digests: dict[str, str]) -> dict:
+def _publish(home: DataHome, sql_digests: dict[str, str], version: str = "", written: Path | None = None) -> dict:
     """Publish the warehouse: in place in a copy of the published one when the last publish's
-    state allows it (``pipelines.store.warehouse_update``), else from scratch; returns figures."""
+    state allows it (``pipelines.store.warehouse_update``), else from scratch; returns figures.
+    ``version``: the export version it records; ``written``: where the new file goes (the
+    published path, or the staged one)."""
+    from pipelines.store.publish import record_version
+
     target = home.warehouse
+    written = target if written is None else written
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -152,12 +164,14 @@ def _publish(home: DataHome, sql_digests: dict[str, str]) -> dict:
             if full_because:  # a copy has the views already (the SQL is unchanged)
                 for view_sql in sorted((SQL_DIR / "views").glob("*.sql")):
                     con.execute(view_sql.read_text())
+            record_version(con, version)
             con.execute("CHECKPOINT")
         finally:
             con.close()
-        replace_recording_checksum(tmp, target)
-        fsync_directory(target.parent)
-        save_update_state(plan)
+        written.parent.mkdir(parents=True, exist_ok=True)
+        replace_recording_checksum(tmp, written)
+        fsync_directory(written.parent)
+        save_update_state(plan, written)
     except (OSError, duckdb.Error) as exc:
         raise _publish_error(target, exc) from None
     finally:

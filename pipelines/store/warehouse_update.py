@@ -274,8 +274,10 @@ def _read(files: list[Path]) -> pl.DataFrame | None:
         return None
 
 
-def save_state(plan: UpdatePlan) -> None:
-    """Record the published warehouse (after it is renamed into place)."""
+def save_state(plan: UpdatePlan, written: Path | None = None) -> None:
+    """Record the published warehouse (after it is renamed into place, or staged at ``written``:
+    moving it in keeps the size and mtime recorded here)."""
+    written = plan.home.warehouse if written is None else written
     tables = {}
     for table, entry in plan.published.items():
         frame = entry.pop("_rows_frame", None)
@@ -289,8 +291,8 @@ def save_state(plan: UpdatePlan) -> None:
     state = {
         "format": STATE_FORMAT,
         "context": plan.context,
-        "warehouse": file_identity(plan.home.warehouse),
-        "full_size": plan.full_size or file_identity(plan.home.warehouse)["size"],
+        "warehouse": file_identity(written),
+        "full_size": plan.full_size or file_identity(written)["size"],
         "tables": tables,
     }
     atomic_write_text(state_path(plan.home), json.dumps(state, sort_keys=True, indent=1))
