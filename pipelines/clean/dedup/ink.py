@@ -240,6 +240,8 @@ def _ecc_affine(template: np.ndarray, image: np.ndarray, warp: np.ndarray, steps
         except np.linalg.LinAlgError:
             return None
         correlation = float(np.einsum("i,i->", template_zm, image_zm))
+        if not image_norm * template_norm > 0:  # a flat picture: no correlation to climb (NaN in OpenCV)
+            return None
         last_rho, rho = rho, correlation / (image_norm * template_norm)
         if not np.isfinite(rho):
             return None
