@@ -46,7 +46,6 @@ class SelectionError(ValueError):
 
 
 EXECUTORS = ("in_process", "multiprocess")
-FORKSERVER_PRELOAD = ("dagster._core.executor.multiprocess", "pipelines.orchestration.definitions")
 
 # Run tags that identify the process running a build, so a later build can tell that a run
 # left STARTED was abandoned (its process killed) rather than still running.
@@ -170,6 +169,7 @@ def _run_build(
     from assets.ingest import all_sources_tags, source_partitions, sync_source_partitions
 
     from pipelines.orchestration.definitions import build_job_definition
+    from pipelines.orchestration.executor import FORKSERVER_PRELOAD
 
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}; expected one of {', '.join(EXECUTORS)}")
