@@ -214,3 +214,55 @@ def test_few_shot_sampling_and_errors(clip_dir, tmp_path):
     assert model.selection["science"]["train_questions"] == 8
     math_question = q("m1", "?", image=train[0].problem_image, choices=("a", "b"), subject="math")
     assert "no probe trained for subject math" in model.predict([math_question])[0].error
+
+
+def test_fast_input_pipeline_predicts_exactly_as_the_processor_path(clip_dir, images, tmp_path, monkeypatch):
+    """clip_pixels' fast path (libspng, uint8 pixels normalized after the transfer) and the
+    per-worker token cache give the predictions of the processor's own path, in the main
+    process and in a DataLoader worker."""
+    from pipelines.evaluation.models import clip_pixels
+    from pipelines.evaluation.models.clip import Prepare
+
+    rng = np.random.default_rng(3)
+    tall = tmp_path / "tall.png"
+    Image.fromarray(rng.integers(0, 256, (90, 25, 3), dtype=np.uint8)).save(tall)
+    alpha = tmp_path / "alpha.png"
+    Image.fromarray(rng.integers(0, 256, (50, 70, 4), dtype=np.uint8)).save(alpha)
+    keyed = tmp_path / "keyed.png"
+    Image.fromarray(rng.integers(0, 256, (64, 48), dtype=np.uint8)).convert("P").save(keyed, transparency=0)
+    photo = tmp_path / "photo.jpg"
+    Image.fromarray(rng.integers(0, 256, (120, 160, 3), dtype=np.uint8)).save(photo)
+    questions = [
+        q(f"f{i}", problem, image=picture, choices=choices)
+        for i, (problem, picture, choices) in enumerate([
+            ("What color is it?", images["red"], ("red", "blue", "green")),
+            ("What color is it?", images["red"], ("blue", "red")),  # same picture, same texts again
+            ("Which is blue?", tall, ("red", "blue")),
+            ("Is it red?", alpha, ("yes", "no")),
+            ("Which one?", keyed, ("a", "b", "c", "d")),
+            ("A photo of what color?", photo, ("red", "green")),
+        ])
+    ]
+    questions.append(q("f9", "Which picture is red?", choice_images=(images["blue"], images["red"], photo)))
+    fast = ClipZeroShotModel(clip_dir).predict(questions)
+    in_worker = ClipZeroShotModel(clip_dir, workers=1).predict(questions)
+    monkeypatch.setattr(clip_pixels, "FAST", False)
+    before = ClipZeroShotModel(clip_dir).predict(questions)
+    assert all(p.error is None for p in fast)
+    assert fast == before and in_worker == before
+
+    # Token ids: one tokenizer call per distinct text in a worker, the same ids as text by text.
+    model = ClipZeroShotModel(clip_dir)
+    model._load()
+    tokenizer = model._tokenizer
+
+    def one_by_one(text):
+        return [i for i in tokenizer(text, add_special_tokens=False)["input_ids"]
+                if i not in (tokenizer.bos_token_id, tokenizer.eos_token_id)]
+
+    prepared = Prepare(tokenizer, CONTEXT, model._image_processor)(("text", questions))[1]
+    for question, sequences in zip(questions, prepared):
+        expected = [[tokenizer.bos_token_id, *one_by_one(f"{question.problem}")[: CONTEXT - 2 - len(one_by_one(o))],
+                     *one_by_one(o), tokenizer.eos_token_id] for o in question.choices] if question.choices else \
+            [[tokenizer.bos_token_id, *one_by_one(question.problem)[: CONTEXT - 2], tokenizer.eos_token_id]]
+        assert sequences == expected

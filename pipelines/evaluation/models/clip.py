@@ -20,7 +20,10 @@ the CPU); tokenizing, decoding and preprocessing run in a torch DataLoader with 
 processes (default 0 on the CPU, up to 16 on CUDA), pinned memory and prefetch; each distinct
 picture and each distinct token sequence is encoded once per call (pictures are also cached
 across calls), and texts are encoded in batches of similar lengths. Features and logits are
-computed from the encoder's output in float64 whatever the dtype.
+computed from the encoder's output in float64 whatever the dtype. Pictures go through
+``clip_pixels.py`` (libspng for PNGs, no float copies in the workers, uint8 pixels normalized
+on the device: the processor's very pixels); each worker tokenizes a distinct text once, in
+one tokenizer call per item.
 
 torch and transformers are imported on first use only (extra ``clip``); ``threads`` sets
 torch's intra-op threads for the process when the model loads.
@@ -33,15 +36,9 @@ from typing import Sequence
 
 import numpy as np
 
+from pipelines.evaluation.models import runtime
+from pipelines.evaluation.models.clip_pixels import ClipPixels, normalize, plan_for
 from pipelines.evaluation.models.registry import ModelArgs, register_model
-from pipelines.evaluation.models.runtime import (
-    apply_matmul_precision,
-    data_loader,
-    resolve_dtype,
-    resolve_workers,
-    to_device,
-    torch_dtype,
-)
 from pipelines.evaluation.models.base import (
     EvalQuestion,
     MultipleChoiceModel,
@@ -59,60 +56,78 @@ DECODE_CHUNK = 16  # pictures one worker decodes at a time (the model's batches 
 
 
 def _content_ids(tokenizer, text: str) -> list[int]:
-    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    special = {tokenizer.bos_token_id, tokenizer.eos_token_id}
-    return [int(i) for i in ids if i not in special]
+    return TokenIds(tokenizer)(text)
 
 
-def token_sequences(tokenizer, context: int, question: EvalQuestion) -> list[list[int]]:
+class TokenIds:
+    """Text -> its token ids without bos/eos, each distinct text tokenized once (``prefill``
+    tokenizes many in one call of the tokenizer)."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.special = {tokenizer.bos_token_id, tokenizer.eos_token_id}
+        self.known: dict[str, list[int]] = {}
+
+    def prefill(self, texts) -> None:
+        missing = list(dict.fromkeys(t for t in texts if t not in self.known))
+        if missing:
+            for text, ids in zip(missing, self.tokenizer(missing, add_special_tokens=False)["input_ids"]):
+                self.known[text] = [int(i) for i in ids if i not in self.special]
+
+    def __call__(self, text: str) -> list[int]:
+        if text not in self.known:
+            self.prefill([text])
+        return self.known[text]
+
+
+def token_sequences(tokenizer, context: int, question: EvalQuestion, ids: TokenIds | None = None) -> list[list[int]]:
     """The token sequences the text encoder reads for this question (one per option for
     text options, one for image options), each at most ``context`` tokens."""
+    ids = ids or TokenIds(tokenizer)
     limit = context - 2
     bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
-    question_ids = _content_ids(tokenizer, question.problem)
+    question_ids = ids(question.problem)
     if question.choices is None:
         return [[bos, *question_ids[:limit], eos]]
     sequences = []
     for option in question.choices:
-        option_ids = _content_ids(tokenizer, option)[:limit]
+        option_ids = ids(option)[:limit]
         keep = min(len(question_ids), limit - len(option_ids))
         sequences.append([bos, *question_ids[:keep], *option_ids, eos])
     return sequences
 
 
 class DecodeImages:
-    """Image paths -> (paths read, pixel tensor or None, {path: error})."""
+    """Image paths -> (paths read, pixel tensor or None, {path: error}): the processor's
+    pixels (float32), or with ``as_uint8`` uint8 pixels that ``clip_pixels.normalize`` finishes
+    (on the device) where the fast path applies (``clip_pixels.py``)."""
 
-    def __init__(self, image_processor):
-        self.image_processor = image_processor
+    def __init__(self, image_processor, as_uint8: bool = False):
+        self.pixels = ClipPixels(image_processor)
+        self.as_uint8 = as_uint8
 
     def __call__(self, paths):
-        from PIL import Image
+        import torch
 
-        loaded, images, errors = [], [], {}
-        for path in paths:
-            try:
-                with Image.open(path) as im:
-                    images.append(im.convert("RGB"))
-                loaded.append(path)
-            except Exception as exc:  # Pillow raises many types for a bad file
-                errors[path] = f"unreadable image {path}: {type(exc).__name__}"
-        pixels = self.image_processor(images=images, return_tensors="pt")["pixel_values"] if images else None
-        return loaded, pixels, errors
+        loaded, pixels, errors = self.pixels(paths, as_uint8=self.as_uint8)
+        return loaded, (torch.from_numpy(pixels) if pixels is not None else None), errors
 
 
 class Prepare:
     """DataLoader collate (runs in a worker): ``("text", questions)`` -> ``("text", token
-    sequences per question)``; ``("image", paths)`` -> ``("image", paths read, pixels, errors)``."""
+    sequences per question)``; ``("image", paths)`` -> ``("image", paths read, pixels, errors)``
+    (uint8 pixels where the fast path applies). Each distinct text is tokenized once per worker."""
 
     def __init__(self, tokenizer, context: int, image_processor):
         self.tokenizer, self.context = tokenizer, context
-        self.decode = DecodeImages(image_processor)
+        self.ids = TokenIds(tokenizer)
+        self.decode = DecodeImages(image_processor, as_uint8=True)
 
     def __call__(self, item):
         kind, payload = item
         if kind == "text":
-            return "text", [token_sequences(self.tokenizer, self.context, q) for q in payload]
+            self.ids.prefill(t for q in payload for t in (q.problem, *(q.choices or ())))
+            return "text", [token_sequences(self.tokenizer, self.context, q, self.ids) for q in payload]
         return ("image", *self.decode(payload))
 
 
@@ -124,8 +139,8 @@ def input_loader(answerable: Sequence[EvalQuestion], todo: Sequence[str], worker
     per_text = min(512, max(16, len(answerable) // max(1, 2 * workers)))
     text_items = [("text", answerable[i : i + per_text]) for i in range(0, len(answerable), per_text)]
     image_items = [("image", todo[i : i + DECODE_CHUNK]) for i in range(0, len(todo), DECODE_CHUNK)]
-    return text_items, data_loader(text_items + image_items, workers, device,
-                                   Prepare(tokenizer, context, image_processor))
+    return text_items, runtime.data_loader(text_items + image_items, workers, device,
+                                           Prepare(tokenizer, context, image_processor))
 
 
 def pad_batch(sequences: list[list[int]], pad: int):
@@ -157,8 +172,8 @@ class ClipZeroShotModel(MultipleChoiceModel, PairFeatureEncoder):
         self.device = device
         self.name = name or f"clip?path={path}"
         self.threads = threads
-        self.dtype = resolve_dtype(dtype, device)
-        self.workers = resolve_workers(workers, device)
+        self.dtype = runtime.resolve_dtype(dtype, device)
+        self.workers = runtime.resolve_workers(workers, device)
         self._model = None
         self._tokenizer = None
         self._image_processor = None
@@ -192,8 +207,8 @@ class ClipZeroShotModel(MultipleChoiceModel, PairFeatureEncoder):
         and dtype; the image features cached so far are dropped."""
         if self._tokenizer is None:
             self._load()
-        apply_matmul_precision(self.dtype, self.device)
-        model.to(device=self.device, dtype=torch_dtype(self.dtype))
+        runtime.apply_matmul_precision(self.dtype, self.device)
+        model.to(device=self.device, dtype=runtime.torch_dtype(self.dtype))
         model.eval()
         self._model = model
         self._image_cache.clear()
@@ -233,7 +248,8 @@ class ClipZeroShotModel(MultipleChoiceModel, PairFeatureEncoder):
             input_ids, attention = pad_batch([list(unique[i]) for i in picked], pad)
             with torch.inference_mode():
                 out = self._model.get_text_features(
-                    input_ids=to_device(input_ids, self.device), attention_mask=to_device(attention, self.device)
+                    input_ids=runtime.to_device(input_ids, self.device),
+                    attention_mask=runtime.to_device(attention, self.device),
                 )
             pooled = _pooled(out)
             if features is None:
@@ -248,6 +264,7 @@ class ClipZeroShotModel(MultipleChoiceModel, PairFeatureEncoder):
         import torch
 
         found: dict[str, np.ndarray | str] = {}
+        plan = plan_for(self._image_processor)
         pending_paths: list[str] = []
         pending: list = []
 
@@ -266,7 +283,8 @@ class ClipZeroShotModel(MultipleChoiceModel, PairFeatureEncoder):
             found.update(errors)
             if pixels is None:
                 continue
-            pending.append(to_device(pixels, self.device, torch_dtype(self.dtype)))
+            # uint8 pixels travel (a quarter of float32's bytes) and are normalized on the device
+            pending.append(normalize(runtime.to_device(pixels, self.device), plan, runtime.torch_dtype(self.dtype)))
             pending_paths.extend(loaded)
             if len(pending_paths) >= self.batch_size:
                 encode()
