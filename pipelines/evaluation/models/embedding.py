@@ -33,15 +33,8 @@ from typing import Sequence
 
 import numpy as np
 
+from pipelines.evaluation.models import runtime
 from pipelines.evaluation.models.registry import ModelArgs, register_model
-from pipelines.evaluation.models.runtime import (
-    apply_matmul_precision,
-    data_loader,
-    resolve_dtype,
-    resolve_workers,
-    to_device,
-    torch_dtype,
-)
 from pipelines.evaluation.models.base import (
     EvalQuestion,
     MultipleChoiceModel,
@@ -104,8 +97,8 @@ class EmbeddingSimilarityModel(MultipleChoiceModel, PairFeatureEncoder):
         self.device = device
         self.name = name
         self.threads = threads
-        self.dtype = resolve_dtype(dtype, device)
-        self.workers = resolve_workers(workers, device)
+        self.dtype = runtime.resolve_dtype(dtype, device)
+        self.workers = runtime.resolve_workers(workers, device)
         self._encoder = None
         self._cache: dict[str, np.ndarray] = {}
 
@@ -123,8 +116,8 @@ class EmbeddingSimilarityModel(MultipleChoiceModel, PairFeatureEncoder):
             if not Path(path).is_dir():
                 raise ValueError(f"embedding model directory not found: {path}")
             encoder = SentenceTransformer(str(path), device=self.device, local_files_only=True)
-            apply_matmul_precision(self.dtype, self.device)
-            encoder.to(torch_dtype(self.dtype))
+            runtime.apply_matmul_precision(self.dtype, self.device)
+            encoder.to(runtime.torch_dtype(self.dtype))
             encoder.eval()
             self._encoder = encoder
         return self._encoder
@@ -138,8 +131,8 @@ class EmbeddingSimilarityModel(MultipleChoiceModel, PairFeatureEncoder):
         order = sorted(range(len(texts)), key=lambda i: (-len(texts[i]), i))
         batches = [[texts[i] for i in order[s : s + self.batch_size]] for s in range(0, len(order), self.batch_size)]
         rows: list[np.ndarray] = []
-        for features in data_loader(batches, self.workers, self.device, encoder.tokenize):
-            features = {k: to_device(v, self.device) if hasattr(v, "to") else v for k, v in features.items()}
+        for features in runtime.data_loader(batches, self.workers, self.device, encoder.tokenize):
+            features = {k: runtime.to_device(v, self.device) if hasattr(v, "to") else v for k, v in features.items()}
             with torch.inference_mode():
                 vectors = encoder(features)["sentence_embedding"].float()
             rows.append(torch.nn.functional.normalize(vectors, dim=-1).cpu().numpy())
