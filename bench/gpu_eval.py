@@ -315,7 +315,8 @@ def input_only(args) -> int:
     count = args.questions or 2000
     if args.pictures == "wemath":
         questions = wemath_questions(count)
-        what = f"{len(questions)} We-Math testmini questions (real pictures, {len({q.problem_image for q in questions})} distinct)"
+        distinct = len({q.problem_image for q in questions})
+        what = f"{len(questions)} We-Math testmini questions (real pictures, {distinct} distinct)"
     else:
         questions = make_questions(work, count)
         what = f"{count} questions of one distinct 480x360 PNG and 4 options (the GPU run's)"
@@ -342,10 +343,11 @@ def input_only(args) -> int:
         main_ms = float(np.median([r["main_cpu_ms_per_question"] for r in mine]))
         summary[w] = {"questions_per_s": wall, "questions_per_cpu_s": per_cpu, "main_cpu_ms_per_question": main_ms}
         print(f"| {w} | {wall:.1f} | {wall / max(1, w):.1f} | {per_cpu:.1f} | {main_ms:.2f} |")
-    best = max(s["questions_per_cpu_s"] for s in summary.values())
-    print(f"projection: 15 workers (16 cores, one left to the main process) x {best:.1f} questions per "
-          f"CPU-second = {15 * best:.0f} questions/s, if the cores are as fast as these; "
-          f"80% of the H100's bf16 model-only rate needs 565 (of 706) or 719 (of 899)")
+    with_workers = [w for w in workers if w > 0] or workers
+    per_core = summary[max(with_workers)]["questions_per_cpu_s"]  # worker processes: decoding plus passing
+    print(f"projection: 15 workers (16 cores, one left to the main process) x {per_core:.1f} questions per "
+          f"CPU-second (workers {max(with_workers)}) = {15 * per_core:.0f} questions/s, if the cores are as fast "
+          f"as these; 80% of the H100's bf16 model-only rate needs 565 (of 706) or 719 (of 899)")
     if args.json:
         args.json.write_text(json.dumps({"pictures": args.pictures, "runs": runs, "summary": summary}, indent=1))
     return 0
