@@ -162,3 +162,35 @@ def test_index_from_the_lake_table_equals_the_mapping_form_and_digests_every_des
     # a malformed content descriptor counts as none
     short = ImageIndex.from_table(table.with_columns(pl.col("colours").bin.slice(0, 8)))
     assert not short.has_content.any()
+
+
+def test_normalized_pictures_kept_are_bounded_by_their_bytes(monkeypatch):
+    """The picture verdict keeps normalized pictures by their memory, least recently used out
+    first: a bounded cache gives the verdicts an unbounded one gives."""
+    import io
+
+    from PIL import Image, ImageDraw
+
+    from pipelines.clean.dedup import image_match
+
+    pictures = {}
+    for k in range(6):
+        im = Image.new("RGB", (300, 220), "white")
+        draw = ImageDraw.Draw(im)
+        draw.rectangle((20 + 5 * k, 30, 200, 150), outline=(200, 30, 30), width=3)
+        draw.line((40, 190, 260 - 20 * k, 60), fill="black", width=2)
+        buffer = io.BytesIO()
+        im.save(buffer, "PNG")
+        pictures[f"p{k}"] = buffer.getvalue()
+    index = ImageIndex({name: k for k, name in enumerate(pictures)})
+    pairs = [(f"p{i}", f"p{j}") for i in range(6) for j in range(i + 1, 6)]
+
+    unbounded = ImageMatcher(index, read_image=pictures.__getitem__)
+    unbounded.verdicts_for(pairs)
+    monkeypatch.setattr(image_match, "_PICTURE_BYTES_KEPT", 8_000_000)  # two pictures (~3.4 MB each)
+    bounded = ImageMatcher(index, read_image=pictures.__getitem__)
+    monkeypatch.setattr(image_match, "worker_count", lambda *args, **kwargs: 1)  # one process's cache
+    bounded.verdicts_for(pairs)
+    assert bounded._picture_bytes <= 8_000_000 and len(bounded._pictures) == 2
+    assert bounded._picture_bytes == sum(image_match._kept_bytes(p) for p in bounded._pictures.values())
+    assert bounded.verdicts().equals(unbounded.verdicts())

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Mapping
@@ -249,9 +250,19 @@ class ImageIndex:
 
 VERDICT_SCHEMA = {"image_a": pl.String, "image_b": pl.String, "same": pl.Boolean, "kind": pl.String,
                   "measure": pl.String}
-_PICTURES_KEPT = 4096  # normalized pictures kept in memory (a picture meets many others in a row)
+# normalized pictures kept in memory per process (a picture meets many others in a row); one
+# takes ~0.7-3.5 MB (its ink, colours and surroundings), so a count would not bound the memory
+_PICTURE_BYTES_KEPT = 512 << 20
 _VERDICTS_PER_WORKER = 8  # picture verdicts (~40 ms each) worth a forked worker
 _MATCHER = "image-match:matcher"
+
+
+def _kept_bytes(picture) -> int:
+    """Memory a normalized picture (or its error text) holds once compared: its ink, its
+    colours and its surroundings (four masks of a quarter of the ink's bytes each)."""
+    if isinstance(picture, str):
+        return len(picture)
+    return 2 * picture.inkness.nbytes + (picture.chroma.nbytes if picture.chroma is not None else 0)
 
 
 def _verdicts_in_worker(pairs: list[tuple[str, str]]) -> list[tuple[bool, str, str]]:
@@ -271,7 +282,8 @@ class ImageMatcher:
         self._known: dict[tuple[str, str], dict | None] = {}
         self.read_image = read_image
         self._verdicts: dict[tuple[str, str], tuple[bool, str, str]] = {}
-        self._pictures: dict[str, object] = {}
+        self._pictures: OrderedDict[str, object] = OrderedDict()  # least recently used first
+        self._picture_bytes = 0
         self.verdicts_computed = 0
         if known_verdicts is not None and dict(known_verdicts.schema) == VERDICT_SCHEMA:
             for a, b, same, kind, measure in known_verdicts.iter_rows():
@@ -283,14 +295,17 @@ class ImageMatcher:
         from pipelines.clean.dedup import ink
 
         found = self._pictures.get(name)
-        if found is None:
-            if len(self._pictures) >= _PICTURES_KEPT:
-                self._pictures.clear()
-            try:
-                found = ink.ink_picture(self.read_image(name))
-            except (OSError, ink.Undecodable) as exc:
-                found = f"{type(exc).__name__}: {exc}"[:200]
-            self._pictures[name] = found
+        if found is not None:
+            self._pictures.move_to_end(name)
+            return found
+        try:
+            found = ink.ink_picture(self.read_image(name))
+        except (OSError, ink.Undecodable) as exc:
+            found = f"{type(exc).__name__}: {exc}"[:200]
+        self._picture_bytes += _kept_bytes(found)
+        self._pictures[name] = found
+        while self._picture_bytes > _PICTURE_BYTES_KEPT and len(self._pictures) > 2:
+            self._picture_bytes -= _kept_bytes(self._pictures.popitem(last=False)[1])
         return found
 
     def _compute_verdict(self, a: str, b: str) -> tuple[bool, str, str]:
