@@ -227,7 +227,7 @@ def _check_raw_index(path: Path) -> Finding | None:
     row its own checksum (a flipped byte inside a row's data passes SQLite's check)."""
     import sqlite3
 
-    from pipelines.ingest.crawl.raw_store import damaged_rows
+    from pipelines.store.raw_index import damaged_rows
 
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0)
@@ -336,10 +336,15 @@ def repair(home: DataHome, findings: Iterable[Finding], log: Callable[[str], Non
             continue
         path, name = finding.path, relative(home, finding.path)
         if path.is_relative_to(home.raw) and path.name == "index.sqlite" and ROWS_DAMAGED in finding.detail:
-            from pipelines.ingest.crawl.raw_store import RawStore
+            import sqlite3
 
-            with RawStore(path.parent) as store:  # the rows, not the index: fetched again, never trusted
-                urls = store.reset_damaged_rows()
+            from pipelines.store.raw_index import reset_damaged_rows
+
+            con = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+            try:  # the rows, not the index: fetched again, never trusted
+                urls = reset_damaged_rows(con)
+            finally:
+                con.close()
             forget_landing = True
             action = f"{len(urls)} row(s) marked never fetched; the next build fetches them again"
         elif path.is_relative_to(home.raw) and path.name == "index.sqlite":

@@ -102,7 +102,7 @@ def test_a_flipped_byte_in_a_row_is_reported_and_the_next_build_fetches_the_row_
 def test_an_index_written_before_row_checksums_gets_them_when_opened(tmp_path):
     import sqlite3
 
-    from pipelines.ingest.crawl.raw_store import ROW_SUMS_META, damaged_rows
+    from pipelines.store.raw_index import ROW_SUMS_META, damaged_rows
 
     folder = tmp_path / "raw"
     folder.mkdir()

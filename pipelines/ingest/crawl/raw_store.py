@@ -19,7 +19,7 @@ gain them when opened.
 Every row carries ``row_sum``, a checksum of its values that SQLite triggers write whenever
 the row is written (the function behind them is registered by ``connect``). SQLite's own
 integrity check sees a damaged page structure, not a flipped byte inside a row's data (a
-changed body hash or URL): ``damaged_rows`` finds those rows, ``stemforge verify`` reports
+changed body hash or URL): ``damaged_rows`` (``pipelines.store.raw_index``) finds those rows, ``stemforge verify`` reports
 them, and ``reset_damaged_rows`` (``verify --repair`` and the check before each build) makes
 them never fetched, so the next crawl fetches them again instead of trusting them. A store
 written before ``row_sum`` existed has its sums computed when it is first opened.
@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Iterator
 
 from pipelines.store.atomic import atomic_write_bytes, remove_stale_temporaries
+from pipelines.store.raw_index import (ROW_SUM_SQL, ROW_SUM_TRIGGERS, ROW_SUMS_META, register_row_sum,
+                                       reset_damaged_rows)
 
 INDEX_NAME = "index.sqlite"
 BODIES_DIR = "bodies"
@@ -74,32 +76,6 @@ _ADDED_COLUMNS = (
     ("is_sitemap", "INTEGER NOT NULL DEFAULT 0"),
     ("row_sum", "TEXT"),
 )
-# the columns a row's checksum covers (every one but the checksum), and the triggers that write it
-_SUMMED = ("id", "url", "state", "visited_pass", "discovered_pass", "status", "content_type", "sha256", "size", "etag",
-           "last_modified", "sitemap_lastmod", "final_url", "reason", "attempts", "fetched_at", "sitemap_pass",
-           "fetched_lastmod", "is_sitemap")
-ROW_SUM_FUNCTION = "stemforge_row_sum"
-# each value as its type and the hex of its bytes: the sum never depends on decoding a damaged text
-_ROW_SUM_SQL = f"{ROW_SUM_FUNCTION}({', '.join(f'typeof({c}) || hex({c})' for c in _SUMMED)})"
-_ROW_SUM_TRIGGERS = f"""
-CREATE TRIGGER IF NOT EXISTS urls_row_sum_insert AFTER INSERT ON urls BEGIN
-    UPDATE urls SET row_sum = {_ROW_SUM_SQL} WHERE id = NEW.id;
-END;
-CREATE TRIGGER IF NOT EXISTS urls_row_sum_update AFTER UPDATE OF {', '.join(_SUMMED)} ON urls BEGIN
-    UPDATE urls SET row_sum = {_ROW_SUM_SQL} WHERE id = NEW.id;
-END;
-"""
-ROW_SUMS_META = "row_sums"  # meta key: "1" once every row has its checksum
-
-
-def row_sum(*values: str) -> str:
-    """The checksum of a row: its values as ``typeof || hex`` (types included: 1 and '1' differ)."""
-    hasher = hashlib.blake2b(digest_size=8)
-    for value in values:
-        hasher.update(f"{value}\x1f".encode("ascii", "replace"))
-    return hasher.hexdigest()
-
-
 class RawStoreError(ValueError):
     """A raw store that cannot be opened or used; the message is one line."""
 
@@ -130,26 +106,11 @@ _RECORD_COLUMNS = ", ".join(UrlRecord.__dataclass_fields__)
 
 def connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
-    conn.create_function(ROW_SUM_FUNCTION, len(_SUMMED), row_sum, deterministic=True)  # the row_sum triggers call it
+    register_row_sum(conn)  # the row_sum triggers call it
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA busy_timeout=30000")
     return conn
-
-
-def damaged_rows(conn: sqlite3.Connection) -> list[tuple[int, str]]:
-    """(id, URL) of the index rows whose values no longer match their ``row_sum`` (a byte
-    flipped inside a row); [] for a store whose sums were never computed (an old store: they are
-    computed when it is next opened for writing). ``conn`` may be read-only."""
-    conn.create_function(ROW_SUM_FUNCTION, len(_SUMMED), row_sum, deterministic=True)
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(urls)")}
-    if "row_sum" not in columns:
-        return []
-    done = conn.execute("SELECT value FROM meta WHERE key = ?", (ROW_SUMS_META,)).fetchone()
-    if not done or done[0] != "1":
-        return []
-    rows = conn.execute(f"SELECT id, CAST(url AS BLOB) FROM urls WHERE row_sum IS NOT {_ROW_SUM_SQL} ORDER BY id")
-    return [(row_id, bytes(url or b"").decode("utf-8", "replace")) for row_id, url in rows]
 
 
 class RawStore:
@@ -182,11 +143,11 @@ class RawStore:
                 except sqlite3.OperationalError as exc:  # another process added it meanwhile
                     if "duplicate column" not in str(exc):
                         raise
-        self.conn.executescript(_ROW_SUM_TRIGGERS)
+        self.conn.executescript(ROW_SUM_TRIGGERS)
         if self.meta(ROW_SUMS_META) != "1":  # a store written before row checksums: computed once, now
             self.conn.execute("BEGIN IMMEDIATE")
             try:
-                self.conn.execute(f"UPDATE urls SET row_sum = {_ROW_SUM_SQL}")
+                self.conn.execute(f"UPDATE urls SET row_sum = {ROW_SUM_SQL}")
                 self.conn.execute("INSERT INTO meta (key, value) VALUES (?, '1') "
                                   "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (ROW_SUMS_META,))
                 self.conn.execute("COMMIT")
@@ -197,14 +158,7 @@ class RawStore:
     def reset_damaged_rows(self) -> list[str]:
         """Make every row that fails its checksum never fetched (``pending``, its fetch result
         forgotten), so the next crawl fetches it again; returns their URLs (as stored)."""
-        damaged = damaged_rows(self.conn)
-        for row_id, _ in damaged:
-            self.conn.execute(
-                "UPDATE urls SET state = 'pending', visited_pass = 0, status = NULL, content_type = NULL, "
-                "sha256 = NULL, size = NULL, etag = NULL, last_modified = NULL, final_url = NULL, reason = NULL, "
-                "attempts = 0, fetched_at = NULL, fetched_lastmod = NULL WHERE id = ?", (row_id,))
-            self.conn.execute(f"UPDATE urls SET row_sum = {_ROW_SUM_SQL} WHERE id = ?", (row_id,))
-        return [url for _, url in damaged]
+        return reset_damaged_rows(self.conn)
 
     def close(self) -> None:
         self.conn.close()
