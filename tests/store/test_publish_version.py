@@ -216,3 +216,25 @@ def test_the_version_check_fails_when_warehouse_and_export_disagree(built, tmp_p
     assert run_build(settings_for(home, source), progress=False).success
     assert question_count(home) == 52
     assert_one_version(home)
+
+
+def test_the_export_materialized_alone_is_published_with_the_warehouse(built):
+    """A run that selects the export without the warehouse (the UI's "Materialize" on
+    stem_export) publishes the warehouse with it, as one version."""
+    import dagster as dg
+
+    from pipelines.orchestration.definitions import build_job_definition
+    from pipelines.orchestration.run import resource_config
+
+    home, source = built
+    export_before = export_digests(home)
+    settings = settings_for(home, source).with_(rows_per_shard=7)  # only the export changes
+    config = {"resources": {"stemforge": {"config": resource_config(settings, progress=False)}}}
+    result = dg.execute_job(dg.reconstructable(build_job_definition), dg.DagsterInstance.get(), run_config=config,
+                            asset_selection=[dg.AssetKey("stem_export")])
+    assert result.success
+    built_keys = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    assert built_keys == {"stem_export"}
+    assert export_digests(home) != export_before
+    assert question_count(home) == 40
+    assert_one_version(home)
