@@ -326,7 +326,16 @@ def repair(home: DataHome, findings: Iterable[Finding], log: Callable[[str], Non
     ``damaged/`` with the sources' landing records forgotten, so the next build stores it anew."""
     outputs = _stage_outputs(home)
     forget_landing = False
+    manifest = home.export.parent / MANIFEST_NAME
     for finding in sorted(findings, key=lambda f: relative(home, f.path)):
+        if finding.problem in (MISSING, UNRECORDED) and finding.path.is_relative_to(home.export.parent) \
+                and manifest.exists():
+            # a listed file that is not there or a file not listed: the list does not describe the
+            # export (bit rot in the list itself reads so), and only the export stage writes it
+            manifest.unlink()
+            log(f"damaged: {relative(home, manifest)} (it does not list the export's files: "
+                f"{finding.problem} {relative(home, finding.path)}); removed; the build writes the export anew")
+            continue
         if finding.problem == NOT_ONE_VERSION:
             finding.path.unlink(missing_ok=True)  # the warehouse: the build republishes it with the live export
             checksum_path(finding.path).unlink(missing_ok=True)

@@ -145,3 +145,22 @@ def test_a_damaged_checksum_record_is_treated_as_unknown_and_rebuilt(home):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "damaged: lake/questions.parquet (its checksum record is unreadable)" in result.stderr
     assert verify(home_).returncode == 0
+
+
+def test_a_damaged_export_checksum_list_is_named_and_rebuilt(home):
+    """``export/stem/checksums.sha256`` is the export's own list: bit rot in it (here a listed
+    name garbled) is damage that ``verify`` names; ``verify --repair`` removes the list and the
+    next build writes the export anew, after which ``verify`` is clean (it kept exiting 1)."""
+    home_, source = home
+    listing = home_.root / "export" / "stem" / "checksums.sha256"
+    clean = listing.read_bytes()
+    flip_keeping_mtime(listing, clean.index(b".parquet") + 5, mask=0x01)
+    found = verify(home_)
+    assert found.returncode == 1 and "listed in checksums.sha256" in found.stdout, found.stdout + found.stderr
+    repaired = verify(home_, "--repair")
+    assert "export/stem/checksums.sha256" in repaired.stdout + repaired.stderr, repaired.stdout + repaired.stderr
+    result = build(home_, source)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    after = verify(home_)
+    assert after.returncode == 0, after.stdout[-3000:] + after.stderr[-3000:]
+    assert listing.read_bytes() == clean
