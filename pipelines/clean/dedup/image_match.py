@@ -253,7 +253,7 @@ VERDICT_SCHEMA = {"image_a": pl.String, "image_b": pl.String, "same": pl.Boolean
 # normalized pictures kept in memory per process (a picture meets many others in a row); one
 # takes ~0.7-3.5 MB (its ink, colours and surroundings), so a count would not bound the memory
 _PICTURE_BYTES_KEPT = 512 << 20
-_VERDICTS_PER_WORKER = 8  # picture verdicts (~40 ms each) worth a forked worker
+_VERDICTS_PER_WORKER = 8  # picture verdicts (~20 ms each) worth a forked worker
 _MATCHER = "image-match:matcher"
 
 

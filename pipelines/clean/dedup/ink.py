@@ -394,6 +394,7 @@ def compare_prepared(a: InkPicture, b: InkPicture) -> InkVerdict:
                           {"ink_a": a.ink_pixels, "ink_b": b.ink_pixels})
     fixed, moving = _on_common_canvas(a.inkness, b.inkness)
     side = fixed.shape[::-1]
+    fixed_ink, fixed_paper = _surroundings_of(a, fixed.shape, False), _surroundings_of(a, fixed.shape, True)
     best = None
 
     def judge(warp: np.ndarray, rho: float | None) -> tuple[int, int]:
@@ -405,11 +406,10 @@ def compare_prepared(a: InkPicture, b: InkPicture) -> InkVerdict:
             moved = cv2.warpAffine(moving, warp, side, flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)
             moved_ink, moved_paper = _surroundings(moved), _surroundings(moved, paper=True)
         extra_a, cluster_a, apart_a = _unmatched(fixed, moved, surroundings=moved_ink)
-        extra_b, cluster_b, apart_b = _unmatched(moved, fixed, surroundings=_surroundings_of(a, fixed.shape, False))
+        extra_b, cluster_b, apart_b = _unmatched(moved, fixed, surroundings=fixed_ink)
         # paper where the other has ink all around: a letter or mark cut out of a filled shape
         _, holes_a, _ = _unmatched(1.0 - fixed, 1.0 - moved, faint=False, surroundings=moved_paper)
-        _, holes_b, _ = _unmatched(1.0 - moved, 1.0 - fixed, faint=False,
-                                   surroundings=_surroundings_of(a, fixed.shape, True))
+        _, holes_b, _ = _unmatched(1.0 - moved, 1.0 - fixed, faint=False, surroundings=fixed_paper)
         # ink the warp moves off the canvas lies apart from all of the other's ink (a label at an
         # edge); as they lie, on one canvas, none is
         outside = 0 if rho is None else _outside(moving, warp, fixed.shape)
