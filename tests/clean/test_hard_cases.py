@@ -128,3 +128,22 @@ def test_pairs_under_one_text_are_never_merged_with_other_pairs(one_text):
     assert {k: one_text[k]["cross"] for k in hc.KINDS} == {k: 0 for k in hc.KINDS}
     for kind in hc.DIFFERENT:
         assert one_text[kind]["merged"] == one_text[kind]["conflicts"] == 0, f"{kind}: {_why(one_text[kind])}"
+
+
+LARGE = 40  # pairs per kind under one text: blocks of 80 questions, larger than dedup's small_block
+
+
+@pytest.fixture(scope="module")
+def large_block() -> dict[str, dict]:
+    """Re-scans and re-crops under ONE text in a block larger than ``small_block``, where only
+    pairs whose hashes share a band are compared: four re-scans and a re-crop among these keep
+    their content hash within reach but share no band of it (page hashes 10-32 bits apart)."""
+    return hc.measure(("rescan", "crop"), n=LARGE, seed=0, block=True)
+
+
+@pytest.mark.parametrize("kind", ("rescan", "crop"))
+def test_copies_are_merged_in_a_large_block_under_one_text(large_block, kind):
+    row = large_block[kind]
+    assert row["pairs"] == LARGE and row["cross"] == 0
+    assert row["merged"] / row["pairs"] >= hc.GOALS[kind], (
+        f"{kind}: {row['merged']} of {row['pairs']} copies merged in one large block; not merged: {_why(row)}")

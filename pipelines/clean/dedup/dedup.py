@@ -29,8 +29,11 @@ Near duplicates
     text, canonical option multiset or image-option count, whether there is a problem image).
     In blocks of at most ``small_block`` questions every pair is a candidate; in larger ones (a
     template asked of many pictures) a pair must share a band of a page hash (multi-index
-    hashing: ``large_block_hamming + 1`` bands) or of a content hash (``content_hamming + 1``
-    bands); image options without a problem image use the bands of every option. A candidate
+    hashing: ``large_block_hamming + 1`` bands) or of a content hash (one band more than the
+    content distance a pair may have to survive, so every such pair meets, whatever the size
+    of its block: with the picture verdict that is ``verdict_content_hamming``, the distance
+    real re-scans and re-crops keep); image options without a problem image use the bands of
+    every option. A candidate
     survives when its hashes are close enough for some rule of ``image_match`` and is then
     confirmed against the images' descriptors. The pairs of a block are visited in compiled
     code (``pair_kernel``), once per two distinct problem images, keeping only survivors.
@@ -118,7 +121,8 @@ class DedupConfig(MatchRule):
     small_block / large_block_hamming: candidates: questions with the same canonical text and
       options are all compared when there are at most ``small_block`` of them; in larger
       blocks (a template asked of many pictures) only pairs whose page hashes are within
-      ``large_block_hamming`` bits or content hashes within ``content_hamming`` bits.
+      ``large_block_hamming`` bits or content hashes within ``content_hamming`` bits
+      (``verdict_content_hamming`` with the picture verdict).
     The rescan and content values were set on the demo site's re-scans (scale +-8%, each margin
     -3%..+4%, grain, JPEG 72) against questions with the same text and options but another
     drawing (seed 0, 3,000 questions): 93% of 300 re-scans found, none of 241 other drawings
@@ -744,7 +748,9 @@ class _Candidates:
         whatever the distance of their images. In larger ones (one templated text and option set
         asked of many pictures) rows pair when they share a band of a page hash (radius
         ``large_block_hamming``: 13 bands of 5 bits for the re-scan radius would make most of a
-        big block candidates) or of a content hash (radius ``content_hamming``)."""
+        big block candidates) or of a content hash (radius ``self.content_hamming``, the distance
+        a pair may have to survive: a copy whose page hash moved is met through its content hash
+        in a block of any size)."""
         from pipelines.clean.dedup.pair_kernel import block_pairs_threaded  # compiled on first use
 
         cfg = self.config
@@ -766,7 +772,7 @@ class _Candidates:
             blocks &= touched
         radius = min(cfg.rescan_hamming, cfg.large_block_hamming)
         page_masks = np.array([((1 << w) - 1) << s for s, w in band_layout(radius + 1)], dtype=np.uint64)
-        content_masks = np.array([((1 << w) - 1) << s for s, w in band_layout(cfg.content_hamming + 1)],
+        content_masks = np.array([((1 << w) - 1) << s for s, w in band_layout(self.content_hamming + 1)],
                                  dtype=np.uint64)
         if self.opt is not None:
             opt_row, opt_hash, opt_content, opt_chash = self.opt, self.opt_hash, self.opt_content, self.opt_chash
