@@ -18,6 +18,7 @@ from pipelines.clean.dedup import DedupConfig, ImageIndex, deduplicate
 from pipelines.clean.dedup.dedup import PHASES, QuestionIds, TextForms, family_groups
 from pipelines.clean.dedup.graph_state import GraphState, SavedState
 from pipelines.clean.dedup.phash import image_descriptors
+from pipelines.clean.dedup.verdict_store import VerdictStore
 from pipelines.clean.filtering import cap_per_skill, keep_multimodal
 from pipelines.clean.latex.convert import convert_text, forget_conversions
 from pipelines.ingest.sources import deduplicated_sources
@@ -28,7 +29,7 @@ from pipelines.store.images import ImageStore
 from pipelines.store.lake import lake, lake_files, read_lake, read_raw_questions, write_quarantine, write_table
 from pipelines.store.code_deps import code_digest_of
 from pipelines.store.memo import memoized
-from pipelines.store.row_reuse import RowReuse, in_order_of
+from pipelines.store.row_reuse import RowReuse, in_order_of, reuse_enabled
 from pipelines.store.records import IMAGES_SCHEMA
 
 
@@ -124,13 +125,13 @@ def dedup_stage(home: DataHome, settings: BuildSettings, log: Log | None = None)
     )
 
 
-DEDUP_STATE = ("near_nodes", "near_edges", "family_nodes", "family_edges", "family_joined", "texts", "question_ids",
-               "verdicts")
+DEDUP_STATE = ("near_nodes", "near_edges", "family_nodes", "family_edges", "family_joined", "texts", "question_ids")
 
 
 def dedup_state(home: DataHome, settings: BuildSettings, config: DedupConfig) -> SavedState:
-    """The dedup stage's graphs (with the family edges' join results), text forms, question ids
-    and picture verdicts, kept for the next run (``graph_state``)."""
+    """The dedup stage's graphs (with the family edges' join results), text forms and question
+    ids, kept for the next run (``graph_state``). Picture verdicts are kept apart
+    (``verdict_store``): they outlive changes to everything but the verdict's own code."""
     return SavedState(home.lake / "state" / "dedup", DEDUP_STATE, {
         "settings": {"cap_per_skill": settings.cap_per_skill, "seed": settings.seed},
         "config": asdict(config),
@@ -157,10 +158,14 @@ def _dedup(home: DataHome, settings: BuildSettings, log: Log | None = None) -> d
     near = GraphState(previous["near_nodes"], previous["near_edges"]) if previous else None
     progress = ForwardProgress("dedup", log=log)
     # the picture verdict reads the images from the store (content-addressed: a pair's verdict
-    # never changes, so the verdicts of the last run are reused)
+    # never changes, so the verdicts of earlier runs, even killed ones, are reused)
+    verdict_store = VerdictStore(home.lake / "state" / "verdicts")
+    known, skipped = verdict_store.load() if reuse_enabled() else (None, "")
+    if skipped and log is not None:
+        log(f"dedup: {skipped}; their pairs are judged again")
     result = deduplicate(questions, images, config, previous=near, texts=texts, question_ids=question_ids,
-                         read_image=ImageStore(home.images).get,
-                         known_verdicts=previous["verdicts"] if previous else None,
+                         read_image=ImageStore(home.images).get, known_verdicts=known,
+                         on_verdicts=verdict_store.append,
                          distinct_sources=deduplicated_sources(questions["source"].unique().to_list()),
                          progress=progress)
     kept, over_cap = cap_per_skill(result.kept, settings.cap_per_skill, settings.seed)
@@ -177,7 +182,8 @@ def _dedup(home: DataHome, settings: BuildSettings, log: Log | None = None) -> d
     saved.save({"near_nodes": result.state.nodes, "near_edges": result.state.edges,
                 "family_nodes": families.state.nodes, "family_edges": families.state.edges,
                 "family_joined": pl.DataFrame({"joined": families.state.joined}, schema={"joined": pl.Boolean}),
-                "texts": texts.frame(), "question_ids": question_ids.frame(), "verdicts": result.verdicts})
+                "texts": texts.frame(), "question_ids": question_ids.frame()})
+    verdict_store.compact(result.verdicts)
     progress.advance(1.0, f"{kept.height:,} kept of {questions.height:,}", complete=True)
     kinds = result.duplicates.group_by("kind").len().sort("kind")
     return {

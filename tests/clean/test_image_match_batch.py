@@ -194,3 +194,47 @@ def test_normalized_pictures_kept_are_bounded_by_their_bytes(monkeypatch):
     assert bounded._picture_bytes <= 8_000_000 and len(bounded._pictures) == 2
     assert bounded._picture_bytes == sum(image_match._kept_bytes(p) for p in bounded._pictures.values())
     assert bounded.verdicts().equals(unbounded.verdicts())
+
+
+def test_verdict_pairs_are_ordered_so_a_process_normalizes_each_picture_about_once():
+    import hashlib
+    import random
+    from collections import OrderedDict
+
+    from pipelines.clean.dedup.image_match import _TILE, cache_friendly
+
+    rng = random.Random(3)
+    # three templated blocks of look-alike pictures (half their pairs candidates) and a chain;
+    # pictures are named by content hashes, so name order scatters a block
+    block_of = {}
+    blocks = []
+    for b, n in (("p", 150), ("q", 40), ("r", 3), ("s", 3)):
+        names = [hashlib.sha256(f"{b}{k}".encode()).hexdigest() for k in range(n)]
+        block_of.update(dict.fromkeys(names, b))
+        blocks.append(names)
+    pairs = {tuple(sorted((x, y))) for names in blocks[:3] for i, x in enumerate(names) for y in names[i + 1:]
+             if rng.random() < 0.5}
+    chain = sorted(blocks[3])
+    pairs |= {(chain[0], chain[1]), (chain[1], chain[2])}
+    pairs = sorted(pairs, key=lambda _: rng.random())
+    order = cache_friendly(pairs)
+    assert sorted(order) == sorted(pairs) and cache_friendly(list(reversed(pairs))) == order
+    # one component after the other
+    runs = [block_of[a] for k, (a, _) in enumerate(order) if k == 0 or block_of[a] != block_of[order[k - 1][0]]]
+    assert sorted(runs) == ["p", "q", "r", "s"]
+
+    def loads(sequence, room=2 * _TILE):
+        cache, count = OrderedDict(), 0
+        for pair in sequence:
+            for x in pair:
+                if x in cache:
+                    cache.move_to_end(x)
+                    continue
+                count += 1
+                cache[x] = True
+                if len(cache) > room:
+                    cache.popitem(last=False)
+        return count
+
+    pictures = len({x for pair in pairs for x in pair})
+    assert loads(order) < 2 * pictures < loads(sorted(pairs)) / 2

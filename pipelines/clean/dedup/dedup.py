@@ -470,6 +470,7 @@ def deduplicate(
     question_ids: QuestionIds | None = None,
     read_image: Callable[[str], bytes] | None = None,
     known_verdicts: pl.DataFrame | None = None,
+    on_verdicts: Callable[[pl.DataFrame], None] | None = None,
     distinct_sources: Collection[str] = (),
     progress: ForwardProgress | None = None,
 ) -> DedupResult:
@@ -478,7 +479,8 @@ def deduplicate(
     ``read_image`` (an image name -> its bytes) turns the picture verdict on: problem and option
     images are near-equal only when ``ink.compare_pictures`` calls them the same picture, and the
     descriptors, loosened to ``config.verdict_rule``, only choose the pairs it judges.
-    ``known_verdicts`` (an earlier result's ``verdicts``) saves judging pairs again.
+    ``known_verdicts`` (an earlier result's ``verdicts``) saves judging pairs again;
+    ``on_verdicts`` is told each batch of verdicts as it is computed (to keep them on disk).
     ``distinct_sources``: sources whose records are never merged with each other (see the
     module docstring, Deduplicated sources). ``progress`` is told the phases (``PHASES``: the
     exact groups, the candidate pairs judged of all, the groups), up to ``PHASES["groups"]``
@@ -548,7 +550,7 @@ def deduplicate(
     if read_image is None:
         matcher = ImageMatcher(index, config.rule)
     else:
-        matcher = ImageMatcher(index, config.verdict_rule, read_image, known_verdicts)
+        matcher = ImageMatcher(index, config.verdict_rule, read_image, known_verdicts, on_verdicts)
     claims = None if source_code is None else _claims(rep_of, source_code, reps, removed)
     if progress is not None:
         progress.advance(PHASES["exact"], f"exact groups {len(reps):,} of {n:,} records")

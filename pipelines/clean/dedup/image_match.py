@@ -254,6 +254,7 @@ VERDICT_SCHEMA = {"image_a": pl.String, "image_b": pl.String, "same": pl.Boolean
 # takes ~0.7-3.5 MB (its ink, colours and surroundings), so a count would not bound the memory
 _PICTURE_BYTES_KEPT = 512 << 20
 _VERDICTS_PER_WORKER = 8  # picture verdicts (~20 ms each) worth a forked worker
+_TILE = 64  # pictures: two tiles' normalized pictures fit in _PICTURE_BYTES_KEPT
 _MATCHER = "image-match:matcher"
 
 
@@ -263,6 +264,31 @@ def _kept_bytes(picture) -> int:
     if isinstance(picture, str):
         return len(picture)
     return 2 * picture.inkness.nbytes + (picture.chroma.nbytes if picture.chroma is not None else 0)
+
+
+def cache_friendly(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``pairs`` in an order that keeps the pictures a run of pairs needs few: by connected
+    component (pictures that meet), and within one, tile by tile of ``_TILE`` pictures (the pairs
+    between two tiles together), so a process normalizes a picture about once per tile it meets
+    instead of once per pair (name order scatters a picture's pairs over the whole list)."""
+    parent: dict[str, str] = {}
+
+    def root(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in pairs:
+        ra, rb = root(a), root(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    members: dict[str, list[str]] = {}
+    for name in sorted(parent):
+        members.setdefault(root(name), []).append(name)
+    place = {name: (group, k // _TILE) for group, names in enumerate(members[r] for r in sorted(members))
+             for k, name in enumerate(names)}
+    return sorted(pairs, key=lambda pair: (*place[pair[0]], place[pair[1]][1], pair))
 
 
 def _verdicts_in_worker(pairs: list[tuple[str, str]]) -> list[tuple[bool, str, str]]:
@@ -275,8 +301,12 @@ class ImageMatcher:
     ``read_image`` (name -> bytes), the picture verdict on the pairs the rule lets through."""
 
     def __init__(self, index: ImageIndex, rule: MatchRule = MatchRule(),
-                 read_image: Callable[[str], bytes] | None = None, known_verdicts: pl.DataFrame | None = None):
+                 read_image: Callable[[str], bytes] | None = None, known_verdicts: pl.DataFrame | None = None,
+                 on_verdicts: Callable[[pl.DataFrame], None] | None = None):
         self.index = index
+        # told each batch of verdicts as soon as it is computed (VERDICT_SCHEMA rows): kept on disk,
+        # a long first build killed in the middle resumes from them
+        self.on_verdicts = on_verdicts
         self.rule = rule
         # a picture reused by many questions meets the same others again and again
         self._known: dict[tuple[str, str], dict | None] = {}
@@ -320,8 +350,8 @@ class ImageMatcher:
 
     def verdicts_for(self, pairs: list[tuple[str, str]]) -> None:
         """Compute the verdicts of these (a < b) pairs not known yet."""
-        # in name order: a picture's pairs in a row reuse its normalized ink (in one process)
-        todo = sorted({pair for pair in pairs if pair not in self._verdicts})
+        # a picture's pairs close together reuse its normalized ink (in one process)
+        todo = cache_friendly(sorted({pair for pair in pairs if pair not in self._verdicts}))
         workers = worker_count(len(todo), _VERDICTS_PER_WORKER)
         if workers <= 1:
             found = [self._compute_verdict(a, b) for a, b in todo]
@@ -330,6 +360,9 @@ class ImageMatcher:
                 found = [v for part in pool.map(_verdicts_in_worker, contiguous_slices(todo, 4 * workers)) for v in part]
         self._verdicts.update(zip(todo, found))
         self.verdicts_computed += len(todo)
+        if self.on_verdicts is not None and todo:
+            self.on_verdicts(pl.DataFrame([(a, b, *v) for (a, b), v in zip(todo, found)], schema=VERDICT_SCHEMA,
+                                          orient="row"))
 
     def verdict(self, a: str, b: str) -> tuple[bool, str, str]:
         """(same, kind, measure JSON) of names ``a < b``."""
