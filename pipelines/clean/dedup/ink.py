@@ -212,29 +212,39 @@ def _ecc_affine(template: np.ndarray, image: np.ndarray, warp: np.ndarray, steps
     image = np.ascontiguousarray(image, np.float32)
     template = np.ascontiguousarray(template, np.float32)
     dx = np.array([[-0.5, 0.0, 0.5]], np.float32)
-    grad_x, grad_y = cv2.filter2D(image, -1, dx), cv2.filter2D(image, -1, dx.T)
+    # the picture and its gradients warped at once, as one three-channel picture: OpenCV
+    # interpolates each channel as it would alone (the same values)
+    stacked = cv2.merge([image, cv2.filter2D(image, -1, dx), cv2.filter2D(image, -1, dx.T)])
     ones = np.ones(image.shape, np.uint8)
     xs = np.broadcast_to(np.arange(width, dtype=np.float32), (height, width))
     ys = np.broadcast_to(np.arange(height, dtype=np.float32)[:, None], (height, width))
     linear, nearest = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP
+    # the Jacobian's rows (products in float32, as NumPy makes them, then widened), one buffer
+    jacobian = np.empty((6, height * width), np.float64)
+    rows = jacobian.reshape(6, height, width)
+    last_mask = template_zm = None
     warp = warp.astype(np.float32)
     rho, last_rho = -1.0, -eps
     step = 1
     while step <= steps and abs(rho - last_rho) >= eps:
-        warped = cv2.warpAffine(image, warp, (width, height), flags=linear)
-        gx = cv2.warpAffine(grad_x, warp, (width, height), flags=linear)
-        gy = cv2.warpAffine(grad_y, warp, (width, height), flags=linear)
-        mask = cv2.warpAffine(ones, warp, (width, height), flags=nearest).astype(bool)
-        count = int(mask.sum())
+        moved = cv2.warpAffine(stacked, warp, (width, height), flags=linear)
+        warped, gx, gy = moved[..., 0], moved[..., 1], moved[..., 2]
+        mask = cv2.warpAffine(ones, warp, (width, height), flags=nearest).view(bool)
+        count = cv2.countNonZero(mask.view(np.uint8))
         if not count:
             return None
-        seen, template_seen = warped[mask], template[mask]
+        seen = warped[mask]
         image_mean, image_std = float(seen.mean(dtype=np.float64)), float(seen.std(dtype=np.float64))
-        template_mean, template_std = float(template_seen.mean(dtype=np.float64)), float(template_seen.std(dtype=np.float64))
+        if last_mask is None or not np.array_equal(mask, last_mask):  # the template's part seen
+            template_seen = template[mask]
+            template_mean, template_std = float(template_seen.mean(dtype=np.float64)), float(template_seen.std(dtype=np.float64))
+            template_zm = np.where(mask, template - np.float32(template_mean), np.float32(0)).ravel().astype(np.float64)
+            last_mask = mask
         image_zm = np.where(mask, warped - np.float32(image_mean), warped).ravel().astype(np.float64)
-        template_zm = np.where(mask, template - np.float32(template_mean), np.float32(0)).ravel().astype(np.float64)
         image_norm, template_norm = np.sqrt(count) * image_std, np.sqrt(count) * template_std
-        jacobian = np.stack([gx * xs, gy * xs, gx * ys, gy * ys, gx, gy]).reshape(6, -1).astype(np.float64)
+        for row, (gradient, coordinate) in enumerate(((gx, xs), (gy, xs), (gx, ys), (gy, ys))):
+            np.multiply(gradient, coordinate, out=rows[row], dtype=np.float32, casting="unsafe")
+        rows[4], rows[5] = gx, gy
         try:
             hessian_inv = np.linalg.inv(np.einsum("ij,kj->ik", jacobian, jacobian))
         except np.linalg.LinAlgError:
@@ -276,17 +286,27 @@ def _disc(radius: int) -> np.ndarray:
     return cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1,) * 2)
 
 
-def _surroundings(canvas: np.ndarray, paper: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def _paper(canvas: np.ndarray, level: float) -> np.ndarray:
+    """Where a canvas's paper (``1 - canvas``) reaches ``level`` (0.25 or 0.5), as uint8 0/1:
+    ``canvas <= 1 - level``, exactly what ``(1.0 - canvas) >= level`` reads in float32 (a canvas
+    above 1 - level >= 0.5 loses nothing in 1 - canvas, and rounding never crosses ``level``),
+    without the subtracted canvas."""
+    return (canvas <= 1.0 - level).view(np.uint8)
+
+
+def _surroundings(canvas: np.ndarray, paper: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
     """(near, around) of a canvas's ink (of its paper when ``paper``): where the other's ink
-    finds ink within ``TOLERANCE``, and where there is a trace of ink within ``APART``."""
+    finds ink within ``TOLERANCE``, and where there is a trace of ink within ``APART``, as uint8
+    0/1. The paper's ``around`` is None: paper is judged by its clusters alone (``holes``)."""
     cv2 = _cv2()
-    ink = 1.0 - canvas if paper else canvas
-    near = cv2.dilate((ink >= NEAR_LEVEL).astype(np.uint8), _disc(TOLERANCE))
-    around = cv2.dilate((ink >= TRACE_LEVEL).astype(np.uint8), _disc(APART))
+    if paper:
+        return cv2.dilate(_paper(canvas, NEAR_LEVEL), _disc(TOLERANCE)), None
+    near = cv2.dilate((canvas >= NEAR_LEVEL).view(np.uint8), _disc(TOLERANCE))
+    around = cv2.dilate((canvas >= TRACE_LEVEL).view(np.uint8), _disc(APART))
     return near, around
 
 
-def _surroundings_of(picture: InkPicture, shape: tuple[int, int], paper: bool) -> tuple[np.ndarray, np.ndarray]:
+def _surroundings_of(picture: InkPicture, shape: tuple[int, int], paper: bool) -> tuple[np.ndarray, np.ndarray | None]:
     """``_surroundings`` of a picture's canvas padded to ``shape``, made once per picture: the
     canvas keeps ``MARGIN`` (> ``APART``) pixels of bare paper, so dilating before padding gives
     what dilating after does (the padding is paper)."""
@@ -297,72 +317,94 @@ def _surroundings_of(picture: InkPicture, shape: tuple[int, int], paper: bool) -
         return found
     padded = []
     for mask in found:
+        if mask is None:
+            padded.append(None)
+            continue
         out = np.full(shape, 1 if paper else 0, np.uint8)
         out[:mask.shape[0], :mask.shape[1]] = mask
         padded.append(out)
     return padded[0], padded[1]
 
 
-def _unmatched(ink: np.ndarray, other: np.ndarray, faint: bool = True,
-               surroundings: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[int, int, int]:
-    """(unmatched ink of ``ink`` against ``other``, that of its largest cluster, the most of a
-    cluster's that lies apart from all of ``other``'s ink), in pixels of full ink; ``faint``:
-    faint ink on ``other``'s bare paper counts too. ``surroundings``: ``other``'s, when known."""
+def _levels(canvas: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(strong ink, faint ink, paper as ink) of a canvas, uint8 0/1: what ``_unmatched`` reads of
+    it (``canvas >= INK_LEVEL``, ``canvas >= FAINT_APART``, ``1 - canvas >= INK_LEVEL``)."""
+    return (canvas >= INK_LEVEL).view(np.uint8), (canvas >= FAINT_APART).view(np.uint8), _paper(canvas, INK_LEVEL)
+
+
+def _unmatched(strong: np.ndarray, near: np.ndarray, faint: np.ndarray | None = None,
+               around: np.ndarray | None = None) -> tuple[int, int, int]:
+    """(unmatched ink of one canvas against the other's surroundings ``near`` and ``around``
+    (``_surroundings``), that of its largest cluster, the most of a cluster's that lies apart
+    from all of the other's ink), in pixels of full ink. ``strong``: the canvas's ink (uint8 0/1,
+    ``_levels``); ``faint``: its faint ink, which counts too on the other's bare paper (a drawing
+    in thin grey lines where the other has none); None: it does not. ``around`` None: no apart
+    (0)."""
     cv2 = _cv2()
 
-    near, around = surroundings if surroundings is not None else _surroundings(other)
-    # strong ink away from the other's ink, and faint ink on the other's bare paper (a drawing
-    # in thin grey lines where the other has none)
-    extra = ((ink >= INK_LEVEL) & (near == 0)) | ((ink >= FAINT_APART) & (around == 0) if faint else False)
-    extra = extra.astype(np.uint8)
-    total = int(extra.sum())
+    # strong ink away from the other's ink (the masks are 0/1: greater is "ink and not near")
+    extra = np.greater(strong, near)
+    if faint is not None:
+        extra |= np.greater(faint, around)
+    extra = extra.view(np.uint8)
+    total = cv2.countNonZero(extra)
     if not total:
         return 0, 0, 0
     # the clusters of the unmatched ink's box (with room for the gap): the same as on the canvas
     x, y, w, h = cv2.boundingRect(extra)
     x0, y0 = max(0, x - CLUSTER_GAP), max(0, y - CLUSTER_GAP)
     x1, y1 = min(extra.shape[1], x + w + CLUSTER_GAP), min(extra.shape[0], y + h + CLUSTER_GAP)
-    extra, around = extra[y0:y1, x0:x1], around[y0:y1, x0:x1]
+    extra = extra[y0:y1, x0:x1]
     count, labels = cv2.connectedComponents(cv2.dilate(extra, _disc(CLUSTER_GAP)), connectivity=8)
-    mass = np.bincount(labels[extra == 1], minlength=count)
-    apart = np.bincount(labels[(extra == 1) & (around == 0)], minlength=count)
+    mass = np.bincount(labels[extra.view(bool)], minlength=count)
+    if around is None:
+        return total, int(mass[1:].max(initial=0)), 0
+    apart = np.bincount(labels[np.greater(extra, around[y0:y1, x0:x1])], minlength=count)
     return total, int(mass[1:].max(initial=0)), int(apart[1:].max(initial=0))
 
 
-def _outside(moving: np.ndarray, warp: np.ndarray, shape: tuple[int, int]) -> int:
-    """Ink pixels of ``moving`` that the warp (fixed -> moving) places outside the fixed canvas
-    by more than its margin and ``TOLERANCE``: ink the comparison on that canvas would never see."""
-    ys, xs = np.nonzero(moving >= INK_LEVEL)
+def _outside(picture: InkPicture, warp: np.ndarray, shape: tuple[int, int]) -> int:
+    """Ink pixels of ``picture`` (the moving one) that the warp (fixed -> moving) places outside
+    the fixed canvas by more than its margin and ``TOLERANCE``: ink the comparison on that canvas
+    would never see."""
+    points = picture.surroundings.get("ink")
+    if points is None:  # the ink's coordinates (as float64), once per picture
+        ys, xs = np.nonzero(picture.inkness >= INK_LEVEL)
+        points = picture.surroundings["ink"] = (xs.astype(np.float64), ys.astype(np.float64))
+    xs, ys = points
     if not len(xs):
         return 0
     (p, q), (r, t) = warp[:, :2].astype(np.float64)
     determinant = p * t - q * r
     dx, dy = xs - float(warp[0, 2]), ys - float(warp[1, 2])
-    points = np.stack([(t * dx - q * dy) / determinant, (p * dy - r * dx) / determinant])
+    first, second = (t * dx - q * dy) / determinant, (p * dy - r * dx) / determinant
     height, width = shape
     slack = MARGIN + TOLERANCE
-    out = ((points[0] < -slack) | (points[0] > width - 1 + slack)
-           | (points[1] < -slack) | (points[1] > height - 1 + slack))
-    return int(out.sum())
+    out = (first < -slack) | (first > width - 1 + slack) | (second < -slack) | (second > height - 1 + slack)
+    return int(np.count_nonzero(out))
 
 
-def _recoloured(a: InkPicture, b: InkPicture, fixed: np.ndarray, warp: np.ndarray) -> float | None:
+def _recoloured(a: InkPicture, b: InkPicture, fixed: np.ndarray, warp: np.ndarray,
+                moved_ink: np.ndarray | None = None) -> float | None:
     """The share of the ink both pictures have where one is coloured and their colours differ,
-    once aligned; None when either picture is grey (a grey copy of a coloured figure is a copy)."""
+    once aligned; None when either picture is grey (a grey copy of a coloured figure is a copy).
+    ``moved_ink``: ``b``'s canvas already warped so, when known."""
     cv2 = _cv2()
 
     if a.chroma is None or b.chroma is None:
         return None
     height, width = fixed.shape
-    first = np.zeros((height, width, 3), np.float32)
-    first[:a.chroma.shape[0], :a.chroma.shape[1]] = a.chroma
     second = np.zeros((height, width, 3), np.float32)
     second[:b.chroma.shape[0], :b.chroma.shape[1]] = b.chroma
     second = cv2.warpAffine(second, warp, (width, height), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)
-    moved_ink = cv2.warpAffine(_padded(b.inkness, fixed.shape), warp, (width, height),
-                               flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)
-    both = (fixed >= INK_LEVEL) & (moved_ink >= INK_LEVEL)
-    coloured = both & ((_channel_max(np.abs(first)) > COLOURFUL) | (_channel_max(np.abs(second)) > COLOURFUL))
+    if moved_ink is None:
+        moved_ink = cv2.warpAffine(_padded(b.inkness, fixed.shape), warp, (width, height),
+                                   flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)
+    # only the pixels where both have ink count: read the colours there alone (``a``'s canvas
+    # holds all of ``fixed``'s ink, its padding none)
+    both = np.nonzero((fixed >= INK_LEVEL) & (moved_ink >= INK_LEVEL))
+    first, second = a.chroma[both], second[both]
+    coloured = (_channel_max(np.abs(first)) > COLOURFUL) | (_channel_max(np.abs(second)) > COLOURFUL)
     if coloured.sum() < LABEL_INK:
         return None
     differs = _channel_max(np.abs(first - second)) > COLOUR_CHANGE
@@ -370,7 +412,7 @@ def _recoloured(a: InkPicture, b: InkPicture, fixed: np.ndarray, warp: np.ndarra
 
 
 def _channel_max(x: np.ndarray) -> np.ndarray:
-    """``x.max(axis=2)`` of an (h, w, 3) array, without NumPy's slow reduction over a short axis."""
+    """``x.max(axis=-1)`` of an (..., 3) array, without NumPy's slow reduction over a short axis."""
     return np.maximum(np.maximum(x[..., 0], x[..., 1]), x[..., 2])
 
 
@@ -395,6 +437,7 @@ def compare_prepared(a: InkPicture, b: InkPicture) -> InkVerdict:
     fixed, moving = _on_common_canvas(a.inkness, b.inkness)
     side = fixed.shape[::-1]
     fixed_ink, fixed_paper = _surroundings_of(a, fixed.shape, False), _surroundings_of(a, fixed.shape, True)
+    fixed_strong, fixed_faint, fixed_hole = _levels(fixed)
     best = None
 
     def judge(warp: np.ndarray, rho: float | None) -> tuple[int, int]:
@@ -405,14 +448,15 @@ def compare_prepared(a: InkPicture, b: InkPicture) -> InkVerdict:
         else:
             moved = cv2.warpAffine(moving, warp, side, flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)
             moved_ink, moved_paper = _surroundings(moved), _surroundings(moved, paper=True)
-        extra_a, cluster_a, apart_a = _unmatched(fixed, moved, surroundings=moved_ink)
-        extra_b, cluster_b, apart_b = _unmatched(moved, fixed, surroundings=fixed_ink)
+        moved_strong, moved_faint, moved_hole = _levels(moved)
+        extra_a, cluster_a, apart_a = _unmatched(fixed_strong, moved_ink[0], fixed_faint, moved_ink[1])
+        extra_b, cluster_b, apart_b = _unmatched(moved_strong, fixed_ink[0], moved_faint, fixed_ink[1])
         # paper where the other has ink all around: a letter or mark cut out of a filled shape
-        _, holes_a, _ = _unmatched(1.0 - fixed, 1.0 - moved, faint=False, surroundings=moved_paper)
-        _, holes_b, _ = _unmatched(1.0 - moved, 1.0 - fixed, faint=False, surroundings=fixed_paper)
+        _, holes_a, _ = _unmatched(fixed_hole, moved_paper[0])
+        _, holes_b, _ = _unmatched(moved_hole, fixed_paper[0])
         # ink the warp moves off the canvas lies apart from all of the other's ink (a label at an
         # edge); as they lie, on one canvas, none is
-        outside = 0 if rho is None else _outside(moving, warp, fixed.shape)
+        outside = 0 if rho is None else _outside(b, warp, fixed.shape)
         extra_b += outside
         apart_b = max(apart_b, outside)
         # in units of the decision: a cluster of LABEL_INK, or one with APART_INK apart from all ink
@@ -420,7 +464,7 @@ def compare_prepared(a: InkPicture, b: InkPicture) -> InkVerdict:
                  extra_a + extra_b)
         if best is None or score < best[0]:
             best = (score, (warp, rho), extra_a, cluster_a, apart_a, extra_b, cluster_b, apart_b,
-                    max(holes_a, holes_b))
+                    max(holes_a, holes_b), None if rho is None else moved)
         return score
 
     # as they lie first (most copies: re-encoded, resized, other margins); then aligned by ECC at
@@ -434,7 +478,7 @@ def compare_prepared(a: InkPicture, b: InkPicture) -> InkVerdict:
                 finest = _align(fixed, moving, 1.0, 1.0, 10, start=fine[0])
                 if finest is not None and _trusted(finest[0]):
                     judge(*finest)
-    (score, _), (warp, rho), extra_a, cluster_a, apart_a, extra_b, cluster_b, apart_b, holes = best
+    (score, _), (warp, rho), extra_a, cluster_a, apart_a, extra_b, cluster_b, apart_b, holes, moved = best
     linear = warp[:, :2].astype(np.float64)
     measure = {
         "ink_a": a.ink_pixels, "ink_b": b.ink_pixels,
@@ -446,7 +490,7 @@ def compare_prepared(a: InkPicture, b: InkPicture) -> InkVerdict:
         "turn": round(float(np.degrees(np.arctan2(linear[1, 0] - linear[0, 1], linear[0, 0] + linear[1, 1]))), 2),
     }
     if score < 1:
-        recoloured = _recoloured(a, b, fixed, warp)
+        recoloured = _recoloured(a, b, fixed, warp, moved)
         if recoloured is not None:
             measure["recoloured"] = recoloured
             if recoloured > RECOLOURED:
