@@ -175,12 +175,16 @@ def run_build(home: DataHome, settings: BuildSettings, sampler: PeakSampler, lab
         reused, computed = _rows(result)
         figures = result if isinstance(result, dict) else {}
         shards = (figures["shards_kept"], figures["shards_written"]) if "shards_written" in figures else None
+        verdicts = (figures["picture_verdicts_computed"], figures["picture_verdicts"]) \
+            if "picture_verdicts_computed" in figures and not skipped else None
         rows.append({"stage": name, "seconds": seconds, "cpu_seconds": cpu, "peak_rss": sampler.peak,
                      "skipped": skipped, "why": why, "rows_reused": reused, "rows_computed": computed,
-                     "shards_kept_written": shards})
+                     "shards_kept_written": shards, "verdicts_computed_of": verdicts})
         counts = f"  rows reused {reused:>9,} computed {computed:>9,}" if reused is not None else ""
         if shards and not skipped:
             counts = f"  shards kept {shards[0]:>9,} written {shards[1]:>9,}"
+        if verdicts:
+            counts += f"  picture verdicts computed {verdicts[0]:,} of {verdicts[1]:,}"
         print(f"  {label:10s} {name:12s} {seconds:9.2f} s  cpu {cpu:8.2f} s  peak mem {sampler.peak / 2**30:6.2f} GiB"
               f"{'  (skipped)' if skipped else ''}{counts}{'  [' + why + ']' if why and label != 'full' else ''}",
               flush=True)
@@ -474,6 +478,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--no-scratch-check", action="store_true",
                     help="skip the build from scratch that the rebuilt outputs are compared with")
     ap.add_argument("--profile", default="", help="cProfile this stage of the full build")
+    ap.add_argument("--verdicts", default="", help="a folder of picture verdicts (lake/state/verdicts parts) kept "
+                    "between runs: copied into the home before the full build and back after it, so only a first run "
+                    "pays the verdicts (CPU-hours at paper scale); their code generation decides which are read")
     ap.add_argument("--json", default="", help="write the figures here")
     args = ap.parse_args(argv)
 
@@ -502,8 +509,15 @@ def main(argv=None) -> dict:
                 target.unlink()
     settings = BuildSettings(home=str(home.root))
     sampler = PeakSampler()
+    verdict_parts = home.lake / "state" / "verdicts"
+    if args.verdicts and Path(args.verdicts).is_dir():
+        shutil.rmtree(verdict_parts, ignore_errors=True)
+        shutil.copytree(args.verdicts, verdict_parts)
     print("full build:", flush=True)
     full = run_build(home, settings, sampler, "full", args.profile)
+    if args.verdicts:
+        shutil.rmtree(args.verdicts, ignore_errors=True)
+        shutil.copytree(verdict_parts, args.verdicts)
     full["max_rss_process"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     files = output_files(home)
     out_bytes = sum(p.stat().st_size for p in files)

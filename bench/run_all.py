@@ -139,7 +139,9 @@ def main(argv=None) -> int:
             SAVED.mkdir(exist_ok=True)
             if not REUSE:
                 json_path.unlink(missing_ok=True)
-            code, out, sec = sh(["bench/paper_scale.py", "--questions", str(n), "--json", str(json_path)], 4 * 3600)
+            # picture verdicts kept between runs (bench/.results/verdicts): a first run judges ~1.4 M pairs
+            code, out, sec = sh(["bench/paper_scale.py", "--questions", str(n), "--json", str(json_path),
+                                 "--verdicts", str(SAVED / f"verdicts-{n}")], 4 * 3600)
             outputs["paper-scale build"] = out
             print(out, flush=True)
         if json_path.exists():
@@ -414,6 +416,12 @@ def render(started, finished, rows, paper, outputs, quick) -> str:
                 return "shards {:,} / {:,}".format(*r["shards_kept_written"])
             return f"{r['rows_reused']:,} / {r['rows_computed']:,}" if r and r.get("rows_reused") is not None else ""
 
+        verdicts = next((r["verdicts_computed_of"] for r in paper["full"]["stages"] if r.get("verdicts_computed_of")),
+                        None)
+        if verdicts:
+            lines[-3:-3] = [f"Picture verdicts at the full build: {verdicts[0]:,} computed of {verdicts[1]:,} (the rest "
+                            "kept from an earlier run in bench/.results/, `paper_scale.py --verdicts`; a first build "
+                            "computes them all).", ""]
         for r in paper["full"]["stages"]:
             nc = by_stage["nochange"].get(r["stage"])
             one, tenth = by_stage["onepct"].get(r["stage"]), by_stage["tenthpct"].get(r["stage"])
