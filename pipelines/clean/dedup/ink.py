@@ -72,7 +72,8 @@ class InkPicture:
     ink_pixels: int
     contrast: float
     exact: bytes  # digest of the decoded pixels: equal pixels make identical pictures
-    chroma: np.ndarray | None = None  # (h, w, 3) float32: colour minus its grey, on the canvas; None: grey
+    chroma: np.ndarray | None = None  # (h, w, 3) float32: colour minus its grey, on the canvas
+    # (unblurred: ``_chroma`` blurs it for a comparison); None: grey
     # what the other picture's ink is compared against, made once per picture (``_surroundings``)
     surroundings: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -92,7 +93,7 @@ def _cv2():
 
 
 def _decode(data: bytes) -> tuple[np.ndarray, np.ndarray]:
-    """(grey float32, RGB uint8) pixels of a picture, transparency on white paper."""
+    """(grey, RGB) pixels of a picture (uint8), transparency on white paper."""
     from PIL import Image
 
     try:
@@ -107,7 +108,7 @@ def _decode(data: bytes) -> tuple[np.ndarray, np.ndarray]:
             rgb = im.convert("RGB")
             if rgb.width * rgb.height > MAX_DECODE_PIXELS:
                 rgb = rgb.resize(target, Image.Resampling.BOX)
-            return np.asarray(rgb.convert("L"), dtype=np.float32), np.asarray(rgb)
+            return np.asarray(rgb.convert("L")), np.asarray(rgb)
     except Exception as exc:  # Pillow raises many types for corrupt data
         raise Undecodable(f"{type(exc).__name__}: {exc}") from None
 
@@ -120,21 +121,27 @@ def ink_picture(data: bytes) -> InkPicture:
 
     grey, rgb = _decode(data)
     exact = hashlib.blake2b(rgb.tobytes() + np.asarray(rgb.shape).tobytes(), digest_size=16).digest()
-    histogram = np.bincount(np.clip(grey, 0, 255).astype(np.int64).ravel(), minlength=256).astype(np.float64)
+    histogram = np.bincount(grey.ravel(), minlength=256).astype(np.float64)
     smooth = np.convolve(histogram, np.ones(5) / 5, mode="same")
     paper = float(np.argmax(smooth))
     dark_paper = paper < 128  # light drawing on dark paper: ink is what is lighter
-    signed = (grey - paper) if dark_paper else (paper - grey)
+    # what each grey level reads (float32, as on the pixels): the pixels' values are these,
+    # looked up by their grey, and their statistics those of the histogram
+    greys = np.arange(256, dtype=np.float32)
+    signed = (greys - paper) if dark_paper else (paper - greys)
+    present = histogram > 0
     # the ink level among the pixels clearly off the paper: it does not move with how much of
     # the page is paper (a copy cut to its ink, or given wider margins)
-    darkest = float(signed.max())
-    strong = signed[signed >= max(MIN_CONTRAST, 0.3 * darkest)]
+    darkest = float(signed[present].max())
+    strong = present & (signed >= max(MIN_CONTRAST, 0.3 * darkest))
+    strong = np.repeat(signed[strong], histogram[strong].astype(np.int64))  # those pixels' values
     ink_level = float(np.percentile(strong, 90)) if strong.size else darkest
     contrast = ink_level
     if contrast < MIN_CONTRAST:
         return InkPicture(_blank().inkness, 0, contrast, exact)
-    inkness = np.clip(signed / ink_level, 0.0, 1.0).astype(np.float32)
-    mask = (inkness >= NEAR_LEVEL).astype(np.uint8)  # grey strokes near the ink level count for the box
+    inkness = np.clip(signed / ink_level, 0.0, 1.0).astype(np.float32)  # of each grey level
+    # grey strokes near the ink level count for the box
+    mask = cv2.LUT(grey, (inkness >= NEAR_LEVEL).astype(np.uint8))
     count, labels, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=8)
     kept = np.flatnonzero(stats[1:, cv2.CC_STAT_AREA] >= SPECK) + 1
     if not len(kept):
@@ -143,7 +150,8 @@ def ink_picture(data: bytes) -> InkPicture:
     y0 = int(stats[kept, cv2.CC_STAT_TOP].min())
     x1 = int((stats[kept, cv2.CC_STAT_LEFT] + stats[kept, cv2.CC_STAT_WIDTH]).max())
     y1 = int((stats[kept, cv2.CC_STAT_TOP] + stats[kept, cv2.CC_STAT_HEIGHT]).max())
-    box = inkness[y0:y1, x0:x1]
+    box_grey = np.ascontiguousarray(grey[y0:y1, x0:x1])
+    box = cv2.LUT(box_grey, inkness)
     # the ink box gets WORK_SIDE² pixels whatever its shape (a wide strip of panels keeps its
     # labels legible), its longer side at most MAX_ASPECT times WORK_SIDE
     scale = min(WORK_SIDE / np.sqrt(box.shape[0] * box.shape[1]), MAX_ASPECT * WORK_SIDE / max(box.shape))
@@ -151,16 +159,35 @@ def ink_picture(data: bytes) -> InkPicture:
     resized = cv2.resize(box, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
     canvas = np.zeros((size[1] + 2 * MARGIN, size[0] + 2 * MARGIN), np.float32)
     canvas[MARGIN:MARGIN + size[1], MARGIN:MARGIN + size[0]] = resized
-    colour = rgb[y0:y1, x0:x1].astype(np.float32)
-    colour -= colour.mean(axis=2, keepdims=True)
+    box_rgb = rgb[y0:y1, x0:x1]
+    ink_mask = cv2.LUT(box_grey, (inkness >= INK_LEVEL).astype(np.uint8)).view(bool)
     chroma = None
-    ink_mask = inkness[y0:y1, x0:x1] >= INK_LEVEL
     # a picture whose ink is (nearly) all grey is grey: tinted paper or a grey copy has no colours
-    if (np.abs(colour[ink_mask]).max(axis=1) > COLOURFUL).mean() > COLOURED_INK if ink_mask.any() else False:
-        chroma = np.zeros((*canvas.shape, 3), np.float32)
-        chroma[MARGIN:MARGIN + size[1], MARGIN:MARGIN + size[0]] = cv2.GaussianBlur(cv2.resize(
-            colour, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR), (0, 0), COLOUR_BLUR)
+    if ink_mask.any():
+        ink_colour = box_rgb[ink_mask].astype(np.float32)
+        ink_colour -= ink_colour.mean(axis=1, keepdims=True)
+        if (np.abs(ink_colour).max(axis=1) > COLOURFUL).mean() > COLOURED_INK:
+            colour = box_rgb.astype(np.float32)
+            colour -= colour.mean(axis=2, keepdims=True)
+            # blurred when a comparison first reads it (``_chroma``): most never do
+            chroma = np.zeros((*canvas.shape, 3), np.float32)
+            chroma[MARGIN:MARGIN + size[1], MARGIN:MARGIN + size[0]] = cv2.resize(
+                colour, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
     return InkPicture(canvas, int((canvas >= INK_LEVEL).sum()), contrast, exact, chroma)
+
+
+def _chroma(picture: InkPicture) -> np.ndarray:
+    """A coloured picture's colours as compared: its ``chroma`` blurred by ``COLOUR_BLUR`` (inside
+    the margin), made once per picture."""
+    found = picture.surroundings.get("chroma")
+    if found is None:
+        cv2 = _cv2()
+        height, width = picture.chroma.shape[0] - 2 * MARGIN, picture.chroma.shape[1] - 2 * MARGIN
+        found = np.zeros_like(picture.chroma)
+        found[MARGIN:MARGIN + height, MARGIN:MARGIN + width] = cv2.GaussianBlur(
+            np.ascontiguousarray(picture.chroma[MARGIN:MARGIN + height, MARGIN:MARGIN + width]), (0, 0), COLOUR_BLUR)
+        picture.surroundings["chroma"] = found
+    return found
 
 
 def _blank() -> InkPicture:
@@ -395,7 +422,7 @@ def _recoloured(a: InkPicture, b: InkPicture, fixed: np.ndarray, warp: np.ndarra
         return None
     height, width = fixed.shape
     second = np.zeros((height, width, 3), np.float32)
-    second[:b.chroma.shape[0], :b.chroma.shape[1]] = b.chroma
+    second[:b.chroma.shape[0], :b.chroma.shape[1]] = _chroma(b)
     second = cv2.warpAffine(second, warp, (width, height), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)
     if moved_ink is None:
         moved_ink = cv2.warpAffine(_padded(b.inkness, fixed.shape), warp, (width, height),
@@ -403,7 +430,7 @@ def _recoloured(a: InkPicture, b: InkPicture, fixed: np.ndarray, warp: np.ndarra
     # only the pixels where both have ink count: read the colours there alone (``a``'s canvas
     # holds all of ``fixed``'s ink, its padding none)
     both = np.nonzero((fixed >= INK_LEVEL) & (moved_ink >= INK_LEVEL))
-    first, second = a.chroma[both], second[both]
+    first, second = _chroma(a)[both], second[both]
     coloured = (_channel_max(np.abs(first)) > COLOURFUL) | (_channel_max(np.abs(second)) > COLOURFUL)
     if coloured.sum() < LABEL_INK:
         return None
