@@ -13,7 +13,10 @@ colour at the height of the figure's own text, where the figure has paper), near
 other figure of the sample by 64-bit average hash), frame (two different figures pasted in the
 same frame beside a shared one, with a title).
 
-    .venv/bin/python bench/ink_verdict.py [--figures 120] [--seed 0] [--show-misses] [--descriptors]
+    .venv/bin/python bench/ink_verdict.py [--figures 120] [--seed 0] [--show-misses] [--descriptors] [--filled]
+
+``--filled`` takes only mostly filled figures (photos, grids of filled cells, dark pages; ink over
+30% of the page), which the verdict, made for line drawings, judges less well.
 
 ``--descriptors`` judges the same pairs by the image descriptors alone (``image_match``'s rule,
 what dedup decided before the picture verdict) instead.
@@ -54,9 +57,10 @@ def main() -> None:
     parser.add_argument("--show-misses", action="store_true")
     parser.add_argument("--classes", default=",".join(COPIES + DIFFERENT))
     parser.add_argument("--descriptors", action="store_true", help="judge by the descriptors alone (before)")
+    parser.add_argument("--filled", action="store_true", help="only mostly filled figures (photos, filled grids)")
     args = parser.parse_args()
     wanted = set(args.classes.split(","))
-    paths = real_figures(args.figures, args.seed)
+    paths = real_figures(args.figures, args.seed, only_filled=args.filled)
     same = defaultdict(int)
     total = defaultdict(int)
     seconds = cpu = 0.0
@@ -76,7 +80,7 @@ def main() -> None:
         should = kind in COPIES
         if args.show_misses and verdict.same != should:
             print(f"  miss {kind:8s} {name}: {verdict.kind} {verdict.measure}")
-    print(f"{len(paths)} real figures, seed {args.seed}, judged by "
+    print(f"{len(paths)} real {'mostly filled ' if args.filled else ''}figures, seed {args.seed}, judged by "
           f"{'the descriptors alone' if args.descriptors else 'the picture verdict'}")
     for kind in COPIES + DIFFERENT:
         if total[kind]:

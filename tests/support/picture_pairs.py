@@ -25,7 +25,19 @@ def font_path() -> str:
     return str(Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf")
 
 
-def real_figures(limit: int, seed: int) -> list[Path]:
+FILLED_INK = 0.3  # a page whose ink (darker than its paper by 60 grey levels) covers more is filled
+
+
+def filled(im: Image.Image) -> bool:
+    """Mostly filled rather than a line drawing: a photo, a grid of filled cells, a dark page."""
+    grey = np.asarray(im.convert("L"), dtype=np.int16)
+    paper = int(np.percentile(grey, 90))
+    return paper < 160 or float((grey < paper - 60).mean()) > FILLED_INK
+
+
+def real_figures(limit: int, seed: int, only_filled: bool = False) -> list[Path]:
+    """``limit`` real figures (40 px or more each way) in a seeded order; ``only_filled``: only
+    mostly filled ones (``filled``)."""
     paths = sorted(p for folder in FOLDERS for p in (CORPORA / folder).rglob("*")
                    if p.suffix.lower() in (".png", ".jpg", ".jpeg"))
     random.Random(seed).shuffle(paths)
@@ -33,7 +45,7 @@ def real_figures(limit: int, seed: int) -> list[Path]:
     for path in paths:
         try:
             with Image.open(path) as im:
-                if min(im.size) >= 40:
+                if min(im.size) >= 40 and (not only_filled or filled(rgb(path.read_bytes()))):
                     out.append(path)
         except Exception:
             continue
