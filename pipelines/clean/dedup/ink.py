@@ -120,7 +120,9 @@ def ink_picture(data: bytes) -> InkPicture:
     cv2 = _cv2()
 
     grey, rgb = _decode(data)
-    exact = hashlib.blake2b(rgb.tobytes() + np.asarray(rgb.shape).tobytes(), digest_size=16).digest()
+    digest = hashlib.blake2b(np.ascontiguousarray(rgb).data, digest_size=16)  # the pixels, then their shape
+    digest.update(np.asarray(rgb.shape).tobytes())
+    exact = digest.digest()
     histogram = np.bincount(grey.ravel(), minlength=256).astype(np.float64)
     smooth = np.convolve(histogram, np.ones(5) / 5, mode="same")
     paper = float(np.argmax(smooth))
@@ -164,16 +166,26 @@ def ink_picture(data: bytes) -> InkPicture:
     chroma = None
     # a picture whose ink is (nearly) all grey is grey: tinted paper or a grey copy has no colours
     if ink_mask.any():
-        ink_colour = box_rgb[ink_mask].astype(np.float32)
-        ink_colour -= ink_colour.mean(axis=1, keepdims=True)
+        ink_colour = _minus_grey(box_rgb[ink_mask].astype(np.float32))
         if (np.abs(ink_colour).max(axis=1) > COLOURFUL).mean() > COLOURED_INK:
-            colour = box_rgb.astype(np.float32)
-            colour -= colour.mean(axis=2, keepdims=True)
+            colour = _minus_grey(box_rgb.astype(np.float32))
             # blurred when a comparison first reads it (``_chroma``): most never do
             chroma = np.zeros((*canvas.shape, 3), np.float32)
             chroma[MARGIN:MARGIN + size[1], MARGIN:MARGIN + size[0]] = cv2.resize(
                 colour, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
     return InkPicture(canvas, int((canvas >= INK_LEVEL).sum()), contrast, exact, chroma)
+
+
+def _minus_grey(colour: np.ndarray) -> np.ndarray:
+    """``colour - colour.mean(axis=-1, keepdims=True)`` of float32 RGB channels holding whole
+    numbers (0..255), in place and bit for bit without NumPy's slow reduction over a short axis:
+    the channels' float32 sum is exact in any order, and one float32 division by 3 rounds it as
+    the mean does (so for every sum 0..765)."""
+    grey = colour[..., 0] + colour[..., 1]
+    grey += colour[..., 2]
+    grey /= np.float32(3)
+    colour -= grey[..., None]
+    return colour
 
 
 def _chroma(picture: InkPicture) -> np.ndarray:
@@ -257,14 +269,12 @@ def _ecc_affine(template: np.ndarray, image: np.ndarray, warp: np.ndarray, steps
         moved = cv2.warpAffine(stacked, warp, (width, height), flags=linear)
         warped, gx, gy = moved[..., 0], moved[..., 1], moved[..., 2]
         mask = cv2.warpAffine(ones, warp, (width, height), flags=nearest).view(bool)
-        count = cv2.countNonZero(mask.view(np.uint8))
+        count = int(np.count_nonzero(mask))
         if not count:
             return None
-        seen = warped[mask]
-        image_mean, image_std = float(seen.mean(dtype=np.float64)), float(seen.std(dtype=np.float64))
+        image_mean, image_std = _mean_std(warped[mask])
         if last_mask is None or not np.array_equal(mask, last_mask):  # the template's part seen
-            template_seen = template[mask]
-            template_mean, template_std = float(template_seen.mean(dtype=np.float64)), float(template_seen.std(dtype=np.float64))
+            template_mean, template_std = _mean_std(template[mask])
             template_zm = np.where(mask, template - np.float32(template_mean), np.float32(0)).ravel().astype(np.float64)
             last_mask = mask
         image_zm = np.where(mask, warped - np.float32(image_mean), warped).ravel().astype(np.float64)
@@ -298,6 +308,13 @@ def _ecc_affine(template: np.ndarray, image: np.ndarray, warp: np.ndarray, steps
         warp[1, 2] += delta[5]
         step += 1
     return rho, warp
+
+
+def _mean_std(x: np.ndarray) -> tuple[float, float]:
+    """``x.mean(dtype=np.float64)`` and ``x.std(dtype=np.float64)`` of a 1-D array, the sum
+    made once: ``std`` is given the mean as it computes it (the same sum over the count)."""
+    mean = np.add.reduce(x, dtype=np.float64, keepdims=True) / x.size
+    return float(mean[0]), float(x.std(dtype=np.float64, mean=mean))
 
 
 def _trusted(warp: np.ndarray) -> bool:
@@ -373,10 +390,10 @@ def _unmatched(strong: np.ndarray, near: np.ndarray, faint: np.ndarray | None = 
     extra = np.greater(strong, near)
     if faint is not None:
         extra |= np.greater(faint, around)
-    extra = extra.view(np.uint8)
-    total = cv2.countNonZero(extra)
+    total = int(np.count_nonzero(extra))
     if not total:
         return 0, 0, 0
+    extra = extra.view(np.uint8)
     # the clusters of the unmatched ink's box (with room for the gap): the same as on the canvas
     x, y, w, h = cv2.boundingRect(extra)
     x0, y0 = max(0, x - CLUSTER_GAP), max(0, y - CLUSTER_GAP)
