@@ -171,7 +171,7 @@ def test_normalized_pictures_kept_are_bounded_by_their_bytes(monkeypatch):
 
     from PIL import Image, ImageDraw
 
-    from pipelines.clean.dedup import image_match
+    from pipelines.clean.dedup import image_match, ink
 
     pictures = {}
     for k in range(6):
@@ -187,11 +187,13 @@ def test_normalized_pictures_kept_are_bounded_by_their_bytes(monkeypatch):
 
     unbounded = ImageMatcher(index, read_image=pictures.__getitem__)
     unbounded.verdicts_for(pairs)
-    monkeypatch.setattr(image_match, "_PICTURE_BYTES_KEPT", 8_000_000)  # two pictures (~3.4 MB each)
+    one = max(image_match._kept_bytes(ink.ink_picture(data)) for data in pictures.values())
+    room = int(2.5 * one)  # two pictures (~5.6 MB each: ink, surroundings, colours raw and blurred)
+    monkeypatch.setattr(image_match, "_PICTURE_BYTES_KEPT", room)
     bounded = ImageMatcher(index, read_image=pictures.__getitem__)
     monkeypatch.setattr(image_match, "worker_count", lambda *args, **kwargs: 1)  # one process's cache
     bounded.verdicts_for(pairs)
-    assert bounded._picture_bytes <= 8_000_000 and len(bounded._pictures) == 2
+    assert bounded._picture_bytes <= room and len(bounded._pictures) == 2
     assert bounded._picture_bytes == sum(image_match._kept_bytes(p) for p in bounded._pictures.values())
     assert bounded.verdicts().equals(unbounded.verdicts())
 
