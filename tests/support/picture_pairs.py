@@ -195,6 +195,8 @@ def framed(left: Image.Image, right: Image.Image, title: str) -> bytes:
 
 def make_pairs(paths: list[Path], seed: int):
     """(class, figure name, a bytes, b bytes) per figure and class."""
+    from support.hard_cases import same_drawing
+
     rng = random.Random(seed)
     images = [(path, path.read_bytes()) for path in paths]
     pictures = [rgb(data) for _, data in images]
@@ -207,9 +209,13 @@ def make_pairs(paths: list[Path], seed: int):
         yield "rescan", name, data, rescan(im, rng)
         yield "margins", name, data, margins(im, rng)
         yield "label", name, data, add_label(im, rng)
-        nearest = min((j for j in range(len(images)) if j != k and images[j][1] != data),
-                      key=lambda j: (bin(hashes[j] ^ hashes[k]).count("1"), j))
-        yield "nearest", name, data, images[nearest][1]
+        # the nearest other figure that is another drawing: a corpus holds the same figure twice
+        # (SceMQA Math/139.jpg and 140.jpg differ by a column of paper), and that is a copy
+        others = sorted((j for j in range(len(images)) if j != k and images[j][1] != data),
+                        key=lambda j: (bin(hashes[j] ^ hashes[k]).count("1"), j))
+        nearest = next((j for j in others if not same_drawing(pictures[j], im)), None)
+        if nearest is not None:
+            yield "nearest", name, data, images[nearest][1]
         other = pictures[(k + 1) % len(pictures)]
         third = pictures[(k + 2) % len(pictures)]
         yield "frame", name, framed(im, other, "Which figure completes the pattern?"), \
