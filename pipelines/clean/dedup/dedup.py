@@ -684,6 +684,7 @@ class _Candidates:
         self.index = index
         prob = index.rows(problem_images)
         self.has_prob = problem_images.is_not_null().to_numpy()
+        self.prob_row = prob  # the problem image's index row (-1: none, or not described)
         self.prob_hash = np.where(prob >= 0, index.phash[prob], NO_HASH).astype(np.uint64)
         self.prob_hashed = (prob >= 0) & index.has_phash[prob]
         self.prob_content = (prob >= 0) & index.has_content[prob]
@@ -905,7 +906,9 @@ def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: 
         return confirm_pairs(a, b)
 
     def confirm_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        ok = matcher.near_many(q.problem_image(reps[a]), q.problem_image(reps[b]))
+        # by index rows and image ids (equal ids: one image, or none): no names gathered per pair
+        ok = matcher.near_rows(candidates.prob_row[a], candidates.prob_row[b],
+                               candidates.image_id[a] == candidates.image_id[b])
         ra, rb = reps[a].tolist(), reps[b].tolist()
         pictured = [k for k in np.flatnonzero(ok).tolist() if q.has_options[ra[k]]]
         options = q.image_options([ra[k] for k in pictured] + [rb[k] for k in pictured])

@@ -431,9 +431,15 @@ class ImageMatcher:
         """``near(a[k], b[k])`` per pair, judged together in compiled code (nothing is cached)."""
         if not len(a):
             return np.zeros(0, dtype=bool)
-        index = self.index
         same = (pl.Series(a, dtype=pl.String).eq_missing(pl.Series(b, dtype=pl.String))).to_numpy()
-        ra, rb = index.rows(a), index.rows(b)
+        return self.near_rows(self.index.rows(a), self.index.rows(b), same)
+
+    def near_rows(self, ra: np.ndarray, rb: np.ndarray, same: np.ndarray) -> np.ndarray:
+        """``near_many`` of images given by index rows (-1: not described) and whether each pair
+        names one image (``same``): no names gathered for pairs the descriptors reject."""
+        if not len(ra):
+            return np.zeros(0, dtype=bool)
+        index = self.index
         lo, hi = np.minimum(ra, rb), np.maximum(ra, rb)  # rows are in name order: the pair's one order
         todo = np.flatnonzero(~same & (lo >= 0))
         verdict = same.copy()
