@@ -13,10 +13,12 @@ colour at the height of the figure's own text, where the figure has paper), near
 other figure of the sample by 64-bit average hash), frame (two different figures pasted in the
 same frame beside a shared one, with a title).
 
-    .venv/bin/python bench/ink_verdict.py [--figures 120] [--seed 0] [--show-misses] [--descriptors] [--filled]
+    .venv/bin/python bench/ink_verdict.py [--figures 120] [--seed 0] [--show-misses] [--descriptors] [--filled] [--small]
 
 ``--filled`` takes only mostly filled figures (photos, grids of filled cells, dark pages; ink over
-30% of the page), which the verdict, made for line drawings, judges less well.
+30% of the page), which the verdict, made for line drawings, judges less well. ``--small`` takes
+only small figures (under 130 px, the geometric mean of width and height: 115 of the corpora's),
+whose resized and re-scanned copies lose detail finer than their own pixel.
 
 ``--descriptors`` judges the same pairs by the image descriptors alone (``image_match``'s rule,
 what dedup decided before the picture verdict) instead.
@@ -58,9 +60,10 @@ def main() -> None:
     parser.add_argument("--classes", default=",".join(COPIES + DIFFERENT))
     parser.add_argument("--descriptors", action="store_true", help="judge by the descriptors alone (before)")
     parser.add_argument("--filled", action="store_true", help="only mostly filled figures (photos, filled grids)")
+    parser.add_argument("--small", action="store_true", help="only small figures (under 130 px)")
     args = parser.parse_args()
     wanted = set(args.classes.split(","))
-    paths = real_figures(args.figures, args.seed, only_filled=args.filled)
+    paths = real_figures(args.figures, args.seed, only_filled=args.filled, only_small=args.small)
     same = defaultdict(int)
     total = defaultdict(int)
     seconds = cpu = 0.0
@@ -80,13 +83,15 @@ def main() -> None:
         should = kind in COPIES
         if args.show_misses and verdict.same != should:
             print(f"  miss {kind:8s} {name}: {verdict.kind} {verdict.measure}")
-    print(f"{len(paths)} real {'mostly filled ' if args.filled else ''}figures, seed {args.seed}, judged by "
+    print(f"{len(paths)} real {'mostly filled ' if args.filled else ''}{'small ' if args.small else ''}figures, seed {args.seed}, judged by "
           f"{'the descriptors alone' if args.descriptors else 'the picture verdict'}")
     for kind in COPIES + DIFFERENT:
         if total[kind]:
             goal = "copies, want all" if kind in COPIES else "different, want none"
             print(f"{kind:8s} same {same[kind]:4d} / {total[kind]:4d}  ({goal})")
     costs.sort()
+    if not costs:
+        return
     print(f"cost per pair (decode and normalize both, align, compare): {1000 * cpu / max(judged, 1):.1f} ms CPU "
           f"(median {1000 * costs[len(costs) // 2]:.1f}, 95th percentile {1000 * costs[int(0.95 * len(costs))]:.1f}), "
           f"{1000 * seconds / max(judged, 1):.1f} ms wall")

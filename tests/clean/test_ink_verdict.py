@@ -180,3 +180,24 @@ def test_swapped_letters_in_filled_shapes_and_changed_colours_are_other_pictures
     assert not recoloured.same and recoloured.kind == "recoloured"
     grey = pp.png(pp.rgb(original).convert("L").convert("RGB"))  # a grey copy of a coloured figure is a copy
     assert compare_pictures(original, grey).same
+
+
+def test_copies_of_small_real_figures_are_the_same_picture_and_their_labels_are_not():
+    """Small figures (under ``SMALL_SIDE`` px: one of their pixels spans three or more working
+    pixels) lose their thin black lines' darkness and sub-pixel detail when resized or re-scanned;
+    the verdict's second look reads both at the lower ink level and at the coarser picture's
+    pixel. Before it, 18 and 25 of these 30 copies were merged; a label on one still shows."""
+    figures = pp.real_figures(30, seed=2, only_small=True)
+    merged, labelled, looks = 0, [], set()
+    for kind, name, a, b in pp.make_pairs(figures, seed=2):
+        if kind in ("resize", "rescan"):
+            verdict = compare_pictures(a, b)
+            merged += verdict.same
+            looks |= {key for key in ("levels", "pixel") if key in verdict.measure}
+        elif kind == "label":
+            verdict = compare_pictures(a, b)
+            if verdict.same:
+                labelled.append((name, verdict))
+    assert merged >= 59, merged  # of 60: the 0.98 goal
+    assert looks == {"levels", "pixel"}
+    assert not labelled, labelled

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import io
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -55,6 +56,9 @@ COLOUR_CHANGE = 48  # colours (minus grey) further apart than this in some chann
 RECOLOURED = 0.25  # share of the coloured ink both have whose colour differs: another picture
 SETTLED = 0.5  # a pair whose clusters are under this share of the limits needs no (finer) alignment
 REFINE_BELOW = 8  # an alignment leaving clusters under this many times the limits is refined
+LEVELS_ALIKE = 1.1  # ink levels within this ratio are alike; a pair further apart that differs
+LEVELS_APART = 2.0  # (and at most this far) is judged again at the lower level (``_second_look``)
+SOURCE_PIXEL = 2.0  # working pixels a picture's own pixel may span in a comparison (``_second_look``)
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,7 @@ class InkPicture:
     ink_pixels: int
     contrast: float
     exact: bytes  # digest of the decoded pixels: equal pixels make identical pictures
+    pixel: float = 1.0  # working pixels one of the decoded picture's pixels spans
     chroma: np.ndarray | None = None  # (h, w, 3) float32: colour minus its grey, on the canvas
     # (unblurred: ``_chroma`` blurs it for a comparison); None: grey
     # what the other picture's ink is compared against, made once per picture (``_surroundings``)
@@ -173,7 +178,7 @@ def ink_picture(data: bytes) -> InkPicture:
             chroma = np.zeros((*canvas.shape, 3), np.float32)
             chroma[MARGIN:MARGIN + size[1], MARGIN:MARGIN + size[0]] = cv2.resize(
                 colour, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
-    return InkPicture(canvas, int((canvas >= INK_LEVEL).sum()), contrast, exact, chroma)
+    return InkPicture(canvas, int((canvas >= INK_LEVEL).sum()), contrast, exact, float(scale), chroma)
 
 
 def _minus_grey(colour: np.ndarray) -> np.ndarray:
@@ -468,10 +473,106 @@ def _padded(x: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class _Judgement:
+    """What judging one alignment read: ``score`` (clusters in units of the limits, then all
+    unmatched ink), the warp and ECC's correlation (None: as they lie), the unmatched ink of
+    each side, and the canvases compared."""
+
+    score: tuple[float, int]
+    warp: np.ndarray
+    rho: float | None
+    extra_a: int
+    cluster_a: int
+    apart_a: int
+    extra_b: int
+    cluster_b: int
+    apart_b: int
+    holes: int
+    fixed: np.ndarray
+    moved: np.ndarray | None
+
+
+def _judge(a: InkPicture, fixed: np.ndarray, fixed_levels: tuple, b: InkPicture, moving: np.ndarray,
+           warp: np.ndarray, rho: float | None) -> _Judgement:
+    """``b`` (its canvas padded: ``moving``) warped onto ``a`` (``fixed``, its ``_levels``) and
+    their ink compared."""
+    cv2 = _cv2()
+    fixed_ink, fixed_paper = _surroundings_of(a, fixed.shape, False), _surroundings_of(a, fixed.shape, True)
+    fixed_strong, fixed_faint, fixed_hole = fixed_levels
+    if rho is None:  # as they lie: both pictures' surroundings are known
+        moved = moving
+        moved_ink, moved_paper = _surroundings_of(b, fixed.shape, False), _surroundings_of(b, fixed.shape, True)
+    else:
+        moved = cv2.warpAffine(moving, warp, fixed.shape[::-1], flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)
+        moved_ink, moved_paper = _surroundings(moved), _surroundings(moved, paper=True)
+    moved_strong, moved_faint, moved_hole = _levels(moved)
+    extra_a, cluster_a, apart_a = _unmatched(fixed_strong, moved_ink[0], fixed_faint, moved_ink[1])
+    extra_b, cluster_b, apart_b = _unmatched(moved_strong, fixed_ink[0], moved_faint, fixed_ink[1])
+    # paper where the other has ink all around: a letter or mark cut out of a filled shape
+    _, holes_a, _ = _unmatched(fixed_hole, moved_paper[0])
+    _, holes_b, _ = _unmatched(moved_hole, fixed_paper[0])
+    # ink the warp moves off the canvas lies apart from all of the other's ink (a label at an
+    # edge); as they lie, on one canvas, none is
+    outside = 0 if rho is None else _outside(b, warp, fixed.shape)
+    extra_b += outside
+    apart_b = max(apart_b, outside)
+    # in units of the decision: a cluster of LABEL_INK, or one with APART_INK apart from all ink
+    score = (max(max(cluster_a, cluster_b, holes_a, holes_b) / LABEL_INK, max(apart_a, apart_b) / APART_INK),
+             extra_a + extra_b)
+    return _Judgement(score, warp, rho, extra_a, cluster_a, apart_a, extra_b, cluster_b, apart_b,
+                      max(holes_a, holes_b), fixed, moved)
+
+
+def _darkened(canvas: np.ndarray, gain: float) -> np.ndarray:
+    """A canvas read at an ink level ``gain`` (>= 1) times lower: its inkness times ``gain``,
+    clipped at 1 (exactly what normalizing it at that level gives: what was clipped stays so)."""
+    return np.minimum(canvas * np.float32(gain), np.float32(1.0))
+
+
+def _second_look(a: InkPicture, b: InkPicture, fixed: np.ndarray, moving: np.ndarray,
+                 best: _Judgement) -> tuple[_Judgement, dict] | None:
+    """``best``'s alignment judged again as the two pictures can still agree, and what was
+    changed; None when nothing would be. Two things a copy of a small figure cannot keep:
+
+    - its ink level: a figure's ink level is its darkest ink's; resizing or re-scanning a small
+      figure greys its thin black lines while its filled areas keep their grey, so the copy's
+      fills read darker and cross the ink threshold where the original's do not. Both are read
+      at the lower level (when the levels differ by ``LEVELS_ALIKE`` to ``LEVELS_APART``);
+    - its detail: where a picture's own pixel spans more than ``SOURCE_PIXEL`` working pixels, an
+      edge it resampled is off by a fraction of that pixel, more than ``TOLERANCE``, and the
+      clusters' limits are smaller than that pixel. Both canvases are shrunk so that the coarser
+      picture's pixel spans ``SOURCE_PIXEL`` working pixels."""
+    cv2 = _cv2()
+    changed = {}
+    high, low = max(a.contrast, b.contrast), min(a.contrast, b.contrast)
+    if low > 0 and LEVELS_ALIKE * low <= high <= LEVELS_APART * low:
+        changed["levels"] = round(high / low, 3)
+        if a.contrast > b.contrast:
+            fixed = _darkened(fixed, high / low)
+        else:
+            moving = _darkened(moving, high / low)
+    coarse = max(a.pixel, b.pixel)
+    warp = best.warp
+    if coarse > SOURCE_PIXEL:
+        factor = SOURCE_PIXEL / coarse
+        size = (max(1, round(fixed.shape[1] * factor)), max(1, round(fixed.shape[0] * factor)))
+        fixed = cv2.resize(fixed, size, interpolation=cv2.INTER_AREA)
+        moving = cv2.resize(moving, size, interpolation=cv2.INTER_AREA)
+        warp = warp.copy()
+        warp[:, 2] *= np.float32(factor)
+        changed["pixel"] = round(coarse, 2)
+    if not changed:
+        return None
+    # pictures of these canvases alone: their surroundings are made for this pair
+    first = InkPicture(fixed, int((fixed >= INK_LEVEL).sum()), a.contrast, a.exact)
+    second = InkPicture(moving, int((moving >= INK_LEVEL).sum()), b.contrast, b.exact)
+    judged = _judge(first, fixed, _levels(fixed), second, moving, warp, best.rho)
+    return dataclasses.replace(judged, warp=best.warp), changed
+
+
 def compare_prepared(a: InkPicture, b: InkPicture) -> InkVerdict:
     """The verdict on two normalized pictures (``ink_picture``)."""
-    cv2 = _cv2()
-
     if a.exact == b.exact:
         return InkVerdict(True, "identical", {})
     if not a.ink_pixels or not b.ink_pixels:
@@ -479,68 +580,54 @@ def compare_prepared(a: InkPicture, b: InkPicture) -> InkVerdict:
         return InkVerdict(same, "blank" if same else "other-drawing",
                           {"ink_a": a.ink_pixels, "ink_b": b.ink_pixels})
     fixed, moving = _on_common_canvas(a.inkness, b.inkness)
-    side = fixed.shape[::-1]
-    fixed_ink, fixed_paper = _surroundings_of(a, fixed.shape, False), _surroundings_of(a, fixed.shape, True)
-    fixed_strong, fixed_faint, fixed_hole = _levels(fixed)
+    fixed_levels = _levels(fixed)
     best = None
 
-    def judge(warp: np.ndarray, rho: float | None) -> tuple[int, int]:
+    def judge(warp: np.ndarray, rho: float | None) -> tuple[float, int]:
         nonlocal best
-        if rho is None:  # as they lie: both pictures' surroundings are known
-            moved = moving
-            moved_ink, moved_paper = _surroundings_of(b, fixed.shape, False), _surroundings_of(b, fixed.shape, True)
-        else:
-            moved = cv2.warpAffine(moving, warp, side, flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)
-            moved_ink, moved_paper = _surroundings(moved), _surroundings(moved, paper=True)
-        moved_strong, moved_faint, moved_hole = _levels(moved)
-        extra_a, cluster_a, apart_a = _unmatched(fixed_strong, moved_ink[0], fixed_faint, moved_ink[1])
-        extra_b, cluster_b, apart_b = _unmatched(moved_strong, fixed_ink[0], moved_faint, fixed_ink[1])
-        # paper where the other has ink all around: a letter or mark cut out of a filled shape
-        _, holes_a, _ = _unmatched(fixed_hole, moved_paper[0])
-        _, holes_b, _ = _unmatched(moved_hole, fixed_paper[0])
-        # ink the warp moves off the canvas lies apart from all of the other's ink (a label at an
-        # edge); as they lie, on one canvas, none is
-        outside = 0 if rho is None else _outside(b, warp, fixed.shape)
-        extra_b += outside
-        apart_b = max(apart_b, outside)
-        # in units of the decision: a cluster of LABEL_INK, or one with APART_INK apart from all ink
-        score = (max(max(cluster_a, cluster_b, holes_a, holes_b) / LABEL_INK, max(apart_a, apart_b) / APART_INK),
-                 extra_a + extra_b)
-        if best is None or score < best[0]:
-            best = (score, (warp, rho), extra_a, cluster_a, apart_a, extra_b, cluster_b, apart_b,
-                    max(holes_a, holes_b), None if rho is None else moved)
-        return score
+        judged = _judge(a, fixed, fixed_levels, b, moving, warp, rho)
+        if best is None or judged.score < best.score:
+            best = judged
+        return judged.score
 
     # as they lie first (most copies: re-encoded, resized, other margins); then aligned by ECC at
     # a quarter of the working size (a re-scan's turn and shift); then, for a pair that is
     # nearly a copy, refined at half the working size
     if judge(np.eye(2, 3, dtype=np.float32), None)[0] >= SETTLED:
         coarse = _align(fixed, moving, 0.25, 1.5, 50)
-        if coarse is not None and _trusted(coarse[0]) and judge(*coarse)[0] >= SETTLED and best[0][0] < REFINE_BELOW:
+        if coarse is not None and _trusted(coarse[0]) and judge(*coarse)[0] >= SETTLED and best.score[0] < REFINE_BELOW:
             fine = _align(fixed, moving, 0.5, 1.0, 15, start=coarse[0])
-            if fine is not None and _trusted(fine[0]) and judge(*fine)[0] >= SETTLED and best[0][0] < REFINE_BELOW:
+            if fine is not None and _trusted(fine[0]) and judge(*fine)[0] >= SETTLED and best.score[0] < REFINE_BELOW:
                 finest = _align(fixed, moving, 1.0, 1.0, 10, start=fine[0])
                 if finest is not None and _trusted(finest[0]):
                     judge(*finest)
-    (score, _), (warp, rho), extra_a, cluster_a, apart_a, extra_b, cluster_b, apart_b, holes, moved = best
+    changed = {}
+    if best.score[0] >= 1:
+        second = _second_look(a, b, fixed, moving, best)
+        if second is not None and second[0].score[0] < 1:
+            best, changed = second
+    warp, rho = best.warp, best.rho
     linear = warp[:, :2].astype(np.float64)
     measure = {
         "ink_a": a.ink_pixels, "ink_b": b.ink_pixels,
-        "extra_a": extra_a, "extra_b": extra_b, "cluster_a": cluster_a, "cluster_b": cluster_b,
-        "apart_a": apart_a, "apart_b": apart_b, "holes": holes,
+        "extra_a": best.extra_a, "extra_b": best.extra_b, "cluster_a": best.cluster_a, "cluster_b": best.cluster_b,
+        "apart_a": best.apart_a, "apart_b": best.apart_b, "holes": best.holes,
         "aligned": rho is not None,
         "ecc": None if rho is None else round(rho, 3),
         "shift": round(float(np.hypot(*warp[:, 2])), 1),
         "turn": round(float(np.degrees(np.arctan2(linear[1, 0] - linear[0, 1], linear[0, 0] + linear[1, 1]))), 2),
     }
-    if score < 1:
-        recoloured = _recoloured(a, b, fixed, warp, moved)
+    measure.update(changed)
+    if best.score[0] < 1:
+        # colours are read on the canvases at their own size
+        recoloured = _recoloured(a, b, fixed, warp) if "pixel" in changed else \
+            _recoloured(a, b, best.fixed, warp, best.moved)
         if recoloured is not None:
             measure["recoloured"] = recoloured
             if recoloured > RECOLOURED:
                 return InkVerdict(False, "recoloured", measure)
         return InkVerdict(True, "copy", measure)
-    unmatched_share = max(extra_a / a.ink_pixels, extra_b / b.ink_pixels)
+    unmatched_share = max(best.extra_a / a.ink_pixels, best.extra_b / b.ink_pixels)
     measure["unmatched"] = round(unmatched_share, 3)
     return InkVerdict(False, "other-drawing" if unmatched_share > OTHER_DRAWING else "added-ink", measure)
 
