@@ -19,7 +19,7 @@ existing one, and compares what the pipeline did with what the site planted:
 
 * hard cases from the real figures of ../shared/corpora (``--hard-cases [N]``, issue 29):
   per class (copies: jpeg, resize, rescan, crop; different pictures: added_label,
-  nearest_other, shared_frame) N pairs, each pair two questions with the same text and options
+  label_on_fill (a label inside one of the figure's fills), nearest_other, shared_frame) N pairs, each pair two questions with the same text and options
   through the real ingest, filter, image-index and dedup stages (tests/support/hard_cases.py):
   pairs merged with the same answer, and with different answers the pairs quarantined as
   ``near duplicate with a conflicting answer`` or kept both; goals: copies merged >= 0.98,

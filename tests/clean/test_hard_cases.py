@@ -1,7 +1,7 @@
 """The picture verdict of dedup on hard cases made from REAL figures (``support.hard_cases``,
 issue 29): copies of every kind (JPEG, resize, re-scan, crop) are merged, and different pictures
-(the same figure with one added label, the nearest other real figure, other figures in a shared
-frame) are never merged, nor quarantined as a conflict when their answers differ.
+(the same figure with one added label, on paper or inside one of its fills, the nearest other
+real figure, other figures in a shared frame) are never merged, nor quarantined as a conflict when their answers differ.
 
 Each pair goes through the real ingest (a ``python:`` source), filter, image-index and dedup
 stages as two questions with the same text and options (each pair its own text; and once more
@@ -20,7 +20,7 @@ import pytest
 from support import hard_cases as hc
 from support.corpora import CORPORA
 
-N = 8  # pairs per kind: 224 questions a run, two runs (~30 s of CPU the file)
+N = 8  # pairs per kind: 256 questions a run, two runs (~30 s of CPU the file)
 
 
 @pytest.fixture(scope="module")

@@ -176,7 +176,11 @@ def test_swapped_letters_in_filled_shapes_and_changed_colours_are_other_pictures
     assert compare_pictures(original, pp.jpeg(pp.rgb(original), 80)).same
     swapped = compare_pictures(original, _magnets("N", "S", (blue, red)))  # the letters: holes in the ink
     assert not swapped.same and swapped.measure["holes"] >= ink.LABEL_INK
-    recoloured = compare_pictures(original, _magnets("S", "N", (red, blue)))  # same ink, other colours
+    # other colours of another grey: the darker fill stands out of the lighter one like a mark
+    regreyed = compare_pictures(original, _magnets("S", "N", (red, blue)))
+    assert not regreyed.same and regreyed.kind == "other-drawing"
+    teal = (0, 120, 100)  # as grey as the red: the same ink, only the colours tell them apart
+    recoloured = compare_pictures(_magnets("S", "N", (teal, red)), _magnets("S", "N", (red, teal)))
     assert not recoloured.same and recoloured.kind == "recoloured"
     grey = pp.png(pp.rgb(original).convert("L").convert("RGB"))  # a grey copy of a coloured figure is a copy
     assert compare_pictures(original, grey).same

@@ -54,7 +54,7 @@ except ImportError:  # loaded by path (a python: source) where tests/ is not on 
     CORPORA = (Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora").resolve()
 
 COPIES = ("jpeg", "resize", "rescan", "crop")
-DIFFERENT = ("added_label", "nearest_other", "shared_frame")
+DIFFERENT = ("added_label", "label_on_fill", "nearest_other", "shared_frame")
 KINDS = COPIES + DIFFERENT
 SHOULD_MERGE = {k: k in COPIES for k in KINDS}
 # goals of issue 29: share of pairs merged (copies at least, different pictures at most)
@@ -466,6 +466,59 @@ def make_added_label(fig: Figure, rng: np.random.Generator) -> tuple[bytes, str]
     return encode(im, "PNG"), f"label {label!r} at {spot}, text {height} px, {style} {font.size} pt, ink {colour}"
 
 
+def place_on_fill(im: Image.Image, size: tuple[int, int], colour: tuple[int, int, int],
+                  rng: np.random.Generator) -> tuple[tuple[int, int], int] | None:
+    """(top-left corner, grey) of a ``size`` box, with a margin of 3 px, that lies wholly on one
+    flat fill: a grey 30 or more levels from the page's, even within a standard deviation of 6,
+    and 80 or more levels from the label's ``colour``, so that the label reads on it; None when
+    the figure has no such fill."""
+    grey = np.asarray(im.convert("L"), dtype=np.float64)
+    page = float(np.mean(background(im)))
+    ink = float(np.mean(colour))
+    fill = (np.abs(grey - page) >= 30) & (np.abs(grey - ink) >= 80)
+
+    def integral(x: np.ndarray) -> np.ndarray:
+        return np.pad(x.cumsum(0).cumsum(1), ((1, 0), (1, 0)))
+
+    w, h = size[0] + 6, size[1] + 6
+    if w >= im.width or h >= im.height:
+        return None
+
+    def boxes(x: np.ndarray) -> np.ndarray:  # the sum over every w x h box, by its top-left corner
+        return x[h:, w:] - x[:-h, w:] - x[h:, :-w] + x[:-h, :-w]
+
+    area = w * h
+    mean = boxes(integral(grey)) / area
+    flat = (boxes(integral(fill.astype(np.int64))) == area) & (boxes(integral(grey * grey)) / area - mean * mean <= 36)
+    flat[1::2, :] = False  # every second row and column, as a grid of spots
+    flat[:, 1::2] = False
+    spots = [((int(x) + 3, int(y) + 3), int(round(mean[y, x]))) for y, x in zip(*np.nonzero(flat))]
+    if not spots:
+        return None
+    return spots[int(rng.integers(len(spots)))]
+
+
+def make_label_on_fill(fig: Figure, rng: np.random.Generator) -> tuple[bytes, str] | None:
+    """One label in the figure's own text style written inside one of its filled regions (a
+    shaded area, a coloured face): ink on ink, which a comparison of where there is ink misses."""
+    im = figure_image(fig)
+    height, colour = text_style(im)
+    if height is None:
+        return None
+    label = LABELS[int(rng.integers(len(LABELS)))]
+    serif = bool(rng.random() < 0.5)
+    font = font_for(height, serif)
+    left, top, right, bottom = font.getbbox(label)
+    found = place_on_fill(im, (right - left, bottom - top), colour, rng)
+    if found is None:
+        return None
+    spot, fill = found
+    ImageDraw.Draw(im).text((spot[0] - left, spot[1] - top), label, font=font, fill=colour)
+    style = "serif" if serif else "sans"
+    return encode(im, "PNG"), f"label {label!r} at {spot} on a fill of grey {fill}, text {height} px, " \
+        f"{style} {font.size} pt, ink {colour}"
+
+
 # ---- another figure ------------------------------------------------------------------------------
 
 
@@ -601,6 +654,8 @@ def _cases(kind: str, n: int, seed: int) -> tuple[HardCase, ...]:
             made = make_crop(fig, rng, i)
         elif kind == "added_label":
             made = make_added_label(fig, rng)
+        elif kind == "label_on_fill":
+            made = make_label_on_fill(fig, rng)
         elif kind == "nearest_other":
             k = index_of[fig.sha]
             if k in taken:

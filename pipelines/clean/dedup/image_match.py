@@ -260,11 +260,12 @@ _MATCHER = "image-match:matcher"
 
 def _kept_bytes(picture) -> int:
     """Memory a normalized picture (or its error text) holds once compared: its ink, its
-    surroundings (four masks of a quarter of the ink's bytes each), its ink's coordinates (two
-    float64 a pixel) and its colours, raw and blurred."""
+    surroundings (the ink's peak and floor, as many bytes as the ink each, and two masks of a
+    quarter of them), its ink's coordinates (two float64 a pixel) and its colours, raw and
+    blurred."""
     if isinstance(picture, str):
         return len(picture)
-    return 2 * picture.inkness.nbytes + 16 * picture.ink_pixels + \
+    return 7 * picture.inkness.nbytes // 2 + 16 * picture.ink_pixels + \
         (2 * picture.chroma.nbytes if picture.chroma is not None else 0)
 
 

@@ -10,12 +10,16 @@ coincide with it everywhere.
 2. align the second onto the first by ECC (``_ecc_affine``: OpenCV's ``findTransformECC``, an
    affine warp from the identity, on blurred ink, coarse then fine): a re-scan's small turn, shift and scale;
 3. compare the ink: every ink pixel of one must have ink of the other within ``TOLERANCE``
-   pixels. Ink that does not is grouped into clusters (pixels within ``CLUSTER_GAP`` of each
+   pixels, and ink as dark as it nearly: where it is darker by ``MARK`` than the least ink around
+   it in the other (a fill), the other's must rise ``RISE`` of the way to it (a label written
+   inside a shaded region is ink on ink, and the region there is flat). Ink that does not is grouped into clusters (pixels within ``CLUSTER_GAP`` of each
    other); scattered JPEG or scanner specks make tiny clusters, next to the other's strokes; a
    label of a few characters, a number, an arrow or another drawing makes a cluster of
    ``LABEL_INK`` pixels or more, or one with ``APART_INK`` pixels on the other's paper (farther
    than ``APART`` from its ink: a small label), and then the pictures are different.
 
+A pair that differs gets a second look (``_second_look``) at the lower of the two ink levels
+and at the coarser picture's own pixel, as far as two copies of a small figure can agree.
 The verdict's ``measure`` holds the numbers it read. Everything runs at the working size, so a
 pair costs about the same whatever the pictures' sizes. OpenCV is imported on first use.
 """
@@ -58,6 +62,8 @@ SETTLED = 0.5  # a pair whose clusters are under this share of the limits needs 
 REFINE_BELOW = 8  # an alignment leaving clusters under this many times the limits is refined
 LEVELS_ALIKE = 1.1  # ink levels within this ratio are alike; a pair further apart that differs
 LEVELS_APART = 2.0  # (and at most this far) is judged again at the lower level (``_second_look``)
+RISE = 0.3  # share of the way from the other's least ink around to this ink that its ink must rise
+MARK = 0.2  # ink this much darker than the other's least ink around it is a mark to be found there
 SOURCE_PIXEL = 2.0  # working pixels a picture's own pixel may span in a comparison (``_second_look``)
 
 
@@ -146,7 +152,8 @@ def ink_picture(data: bytes) -> InkPicture:
     contrast = ink_level
     if contrast < MIN_CONTRAST:
         return InkPicture(_blank().inkness, 0, contrast, exact)
-    inkness = np.clip(signed / ink_level, 0.0, 1.0).astype(np.float32)  # of each grey level
+    # of each grey level; ink darker than the ink level reads above 1 (a label on a dark fill)
+    inkness = np.maximum(signed / ink_level, 0.0).astype(np.float32)
     # grey strokes near the ink level count for the box
     mask = cv2.LUT(grey, (inkness >= NEAR_LEVEL).astype(np.uint8))
     count, labels, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=8)
@@ -344,15 +351,33 @@ def _paper(canvas: np.ndarray, level: float) -> np.ndarray:
 
 
 def _surroundings(canvas: np.ndarray, paper: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
-    """(near, around) of a canvas's ink (of its paper when ``paper``): where the other's ink
-    finds ink within ``TOLERANCE``, and where there is a trace of ink within ``APART``, as uint8
-    0/1. The paper's ``around`` is None: paper is judged by its clusters alone (``holes``)."""
+    """(peak, around, floor) of a canvas's ink: the most ink within ``TOLERANCE`` of each pixel
+    (float32), where there is a trace of ink within ``APART`` (uint8 0/1), and the least ink
+    within ``APART`` (float32). Of its paper
+    (``paper``): (where the other's paper finds paper within ``TOLERANCE``, uint8 0/1, None):
+    paper is judged by its clusters alone (``holes``)."""
     cv2 = _cv2()
     if paper:
         return cv2.dilate(_paper(canvas, NEAR_LEVEL), _disc(TOLERANCE)), None
-    near = cv2.dilate((canvas >= NEAR_LEVEL).view(np.uint8), _disc(TOLERANCE))
+    peak = cv2.dilate(canvas, _disc(TOLERANCE))
     around = cv2.dilate((canvas >= TRACE_LEVEL).view(np.uint8), _disc(APART))
-    return near, around
+    floor = cv2.erode(canvas, _disc(APART))
+    return peak, around, floor
+
+
+def _near(canvas: np.ndarray, peak: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    """Where a canvas's ink finds ink of the other within ``TOLERANCE``, as uint8 0/1: the
+    other's ``peak`` there reaches halfway from its ``floor`` (the least ink within ``APART``: 0
+    on paper, the grey of a fill) to this ink, and ``NEAR_LEVEL`` at least. A copy's line, blurred
+    or faded, still rises from its surroundings; a label written on a fill of a lighter grey
+    finds the other's fill flat."""
+    wanted = canvas - floor
+    wanted *= np.float32(RISE)
+    wanted += floor
+    # ink no darker than the other's floor by MARK (a fill's own pixels) needs NEAR_LEVEL alone
+    wanted[canvas - floor < np.float32(MARK)] = np.float32(NEAR_LEVEL)
+    np.maximum(wanted, np.float32(NEAR_LEVEL), out=wanted)
+    return (peak >= wanted).view(np.uint8)
 
 
 def _surroundings_of(picture: InkPicture, shape: tuple[int, int], paper: bool) -> tuple[np.ndarray, np.ndarray | None]:
@@ -369,10 +394,10 @@ def _surroundings_of(picture: InkPicture, shape: tuple[int, int], paper: bool) -
         if mask is None:
             padded.append(None)
             continue
-        out = np.full(shape, 1 if paper else 0, np.uint8)
+        out = np.full(shape, 1 if paper else 0, mask.dtype)
         out[:mask.shape[0], :mask.shape[1]] = mask
         padded.append(out)
-    return padded[0], padded[1]
+    return tuple(padded)
 
 
 def _levels(canvas: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -507,8 +532,8 @@ def _judge(a: InkPicture, fixed: np.ndarray, fixed_levels: tuple, b: InkPicture,
         moved = cv2.warpAffine(moving, warp, fixed.shape[::-1], flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)
         moved_ink, moved_paper = _surroundings(moved), _surroundings(moved, paper=True)
     moved_strong, moved_faint, moved_hole = _levels(moved)
-    extra_a, cluster_a, apart_a = _unmatched(fixed_strong, moved_ink[0], fixed_faint, moved_ink[1])
-    extra_b, cluster_b, apart_b = _unmatched(moved_strong, fixed_ink[0], moved_faint, fixed_ink[1])
+    extra_a, cluster_a, apart_a = _unmatched(fixed_strong, _near(fixed, moved_ink[0], moved_ink[2]), fixed_faint, moved_ink[1])
+    extra_b, cluster_b, apart_b = _unmatched(moved_strong, _near(moved, fixed_ink[0], fixed_ink[2]), moved_faint, fixed_ink[1])
     # paper where the other has ink all around: a letter or mark cut out of a filled shape
     _, holes_a, _ = _unmatched(fixed_hole, moved_paper[0])
     _, holes_b, _ = _unmatched(moved_hole, fixed_paper[0])
@@ -526,8 +551,8 @@ def _judge(a: InkPicture, fixed: np.ndarray, fixed_levels: tuple, b: InkPicture,
 
 def _darkened(canvas: np.ndarray, gain: float) -> np.ndarray:
     """A canvas read at an ink level ``gain`` (>= 1) times lower: its inkness times ``gain``,
-    clipped at 1 (exactly what normalizing it at that level gives: what was clipped stays so)."""
-    return np.minimum(canvas * np.float32(gain), np.float32(1.0))
+    exactly what normalizing it at that level gives."""
+    return canvas * np.float32(gain)
 
 
 def _second_look(a: InkPicture, b: InkPicture, fixed: np.ndarray, moving: np.ndarray,
