@@ -205,3 +205,27 @@ def test_copies_of_small_real_figures_are_the_same_picture_and_their_labels_are_
     assert merged >= 59, merged  # of 60: the 0.98 goal
     assert looks == {"levels", "pixel"}
     assert not labelled, labelled
+
+
+def test_dark_ink_on_a_fill_must_rise_from_it_and_ink_on_paper_needs_only_ink_near():
+    """``_missing``: on paper, ink is found by any ink of ``NEAR_LEVEL`` within the tolerance (the
+    rule for line drawings); on the other's fill, dark ink must find the other's ink rising
+    ``RISE`` of the way from the fill towards it: a blurred copy of a line does, a flat fill under
+    a label does not."""
+    other = np.zeros((80, 80), np.float32)
+    other[10:70, 10:70] = 0.4  # a fill
+    other[40, 10:70] = 0.6  # a line on it, blurred to 0.6 in the other
+    other[75, 5:75] = 0.3  # a faint line on paper
+    this = other.copy()
+    this[40, 10:70] = 1.0  # the same line, sharp and black
+    this[20:26, 20:30] = 1.0  # a label on the fill, which the other lacks
+    this[75, 5:75] = 1.0  # the paper line, darker
+    peak, _, floor = ink._surroundings(other)
+    strong = (this >= ink.INK_LEVEL).view(np.uint8)
+    missing = ink._missing(strong, this, peak, floor).view(bool)
+    assert missing[20:26, 20:30].all()  # the label
+    assert not missing[40, 10:70].any() and not missing[75, 5:75].any()  # the line on the fill, the paper line
+    assert missing.sum() == 60
+    flat = this.copy()
+    flat[20:26, 20:30] = 0.4
+    assert not ink._missing((flat >= ink.INK_LEVEL).view(np.uint8), flat, peak, floor).any()

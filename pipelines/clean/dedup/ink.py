@@ -62,6 +62,7 @@ SETTLED = 0.5  # a pair whose clusters are under this share of the limits needs 
 REFINE_BELOW = 8  # an alignment leaving clusters under this many times the limits is refined
 LEVELS_ALIKE = 1.1  # ink levels within this ratio are alike; a pair further apart that differs
 LEVELS_APART = 2.0  # (and at most this far) is judged again at the lower level (``_second_look``)
+STEPS = 64  # steps of inkness in which the ink around a pixel is read (``_steps``)
 RISE = 0.3  # share of the way from the other's least ink around to this ink that its ink must rise
 MARK = 0.2  # ink this much darker than the other's least ink around it is a mark to be found there
 SOURCE_PIXEL = 2.0  # working pixels a picture's own pixel may span in a comparison (``_second_look``)
@@ -350,34 +351,48 @@ def _paper(canvas: np.ndarray, level: float) -> np.ndarray:
     return (canvas <= 1.0 - level).view(np.uint8)
 
 
-def _surroundings(canvas: np.ndarray, paper: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
-    """(peak, around, floor) of a canvas's ink: the most ink within ``TOLERANCE`` of each pixel
-    (float32), where there is a trace of ink within ``APART`` (uint8 0/1), and the least ink
-    within ``APART`` (float32). Of its paper
-    (``paper``): (where the other's paper finds paper within ``TOLERANCE``, uint8 0/1, None):
-    paper is judged by its clusters alone (``holes``)."""
+def _surroundings(canvas: np.ndarray, paper: bool = False) -> tuple[np.ndarray, ...]:
+    """(peak, around, floor) of a canvas's ink: the most ink within ``TOLERANCE`` of each pixel,
+    where there is a trace of ink within ``APART`` (0/1), and the least ink within ``APART``, as
+    uint8 (peak and floor in steps of ``1 / STEPS`` of inkness, ``_steps``). Of its paper
+    (``paper``): (where the other's paper finds paper within ``TOLERANCE``, 0/1, None): paper is
+    judged by its clusters alone (``holes``)."""
     cv2 = _cv2()
     if paper:
         return cv2.dilate(_paper(canvas, NEAR_LEVEL), _disc(TOLERANCE)), None
-    peak = cv2.dilate(canvas, _disc(TOLERANCE))
+    steps = _steps(canvas)
     around = cv2.dilate((canvas >= TRACE_LEVEL).view(np.uint8), _disc(APART))
-    floor = cv2.erode(canvas, _disc(APART))
-    return peak, around, floor
+    return cv2.dilate(steps, _disc(TOLERANCE)), around, cv2.erode(steps, _disc(APART))
 
 
-def _near(canvas: np.ndarray, peak: np.ndarray, floor: np.ndarray) -> np.ndarray:
-    """Where a canvas's ink finds ink of the other within ``TOLERANCE``, as uint8 0/1: the
-    other's ``peak`` there reaches halfway from its ``floor`` (the least ink within ``APART``: 0
-    on paper, the grey of a fill) to this ink, and ``NEAR_LEVEL`` at least. A copy's line, blurred
-    or faded, still rises from its surroundings; a label written on a fill of a lighter grey
-    finds the other's fill flat."""
-    wanted = canvas - floor
-    wanted *= np.float32(RISE)
-    wanted += floor
-    # ink no darker than the other's floor by MARK (a fill's own pixels) needs NEAR_LEVEL alone
-    wanted[canvas - floor < np.float32(MARK)] = np.float32(NEAR_LEVEL)
-    np.maximum(wanted, np.float32(NEAR_LEVEL), out=wanted)
-    return (peak >= wanted).view(np.uint8)
+def _steps(canvas: np.ndarray) -> np.ndarray:
+    """A canvas's inkness in whole steps of ``1 / STEPS`` (rounded down, up to 255 steps), uint8:
+    a step count reaches ``NEAR_LEVEL * STEPS`` exactly where the inkness reaches ``NEAR_LEVEL``,
+    and the most or least of them around a pixel is that of the inkness, rounded down."""
+    out = np.minimum(canvas, np.float32(255 / STEPS))
+    out *= np.float32(STEPS)
+    return out.astype(np.uint8)
+
+
+def _missing(strong: np.ndarray, canvas: np.ndarray, peak: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    """A canvas's strong ink (``strong``, 0/1) that finds no ink of the other within
+    ``TOLERANCE``, as uint8 0/1. Found: the other's ``peak`` there reaches ``NEAR_LEVEL``; and where
+    the other is a fill (its ``floor``, the least ink within ``APART``, reaches ``TRACE_LEVEL``)
+    and this ink is darker than that floor by ``MARK``, the other's ink rises ``RISE`` of the way
+    from its floor to this ink. A copy's line, blurred or faded, still rises from its fill; a
+    label written on a fill of a lighter grey finds the other's fill flat."""
+    near = NEAR_LEVEL * STEPS
+    found = peak >= near
+    missing = np.greater(strong, found)
+    on_fill = np.logical_and(strong.view(bool), found, out=found)
+    on_fill &= floor >= np.uint8(np.ceil(TRACE_LEVEL * STEPS))
+    if on_fill.any():
+        at = np.flatnonzero(on_fill)
+        low = floor.ravel()[at].astype(np.float32)
+        rise = canvas.ravel()[at] * np.float32(STEPS) - low
+        short = (rise >= np.float32(MARK * STEPS)) & (peak.ravel()[at] < low + np.float32(RISE) * rise)
+        missing.ravel()[at[short]] = True
+    return missing.view(np.uint8)
 
 
 def _surroundings_of(picture: InkPicture, shape: tuple[int, int], paper: bool) -> tuple[np.ndarray, np.ndarray | None]:
@@ -406,19 +421,18 @@ def _levels(canvas: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return (canvas >= INK_LEVEL).view(np.uint8), (canvas >= FAINT_APART).view(np.uint8), _paper(canvas, INK_LEVEL)
 
 
-def _unmatched(strong: np.ndarray, near: np.ndarray, faint: np.ndarray | None = None,
+def _unmatched(missing: np.ndarray, faint: np.ndarray | None = None,
                around: np.ndarray | None = None) -> tuple[int, int, int]:
-    """(unmatched ink of one canvas against the other's surroundings ``near`` and ``around``
-    (``_surroundings``), that of its largest cluster, the most of a cluster's that lies apart
-    from all of the other's ink), in pixels of full ink. ``strong``: the canvas's ink (uint8 0/1,
-    ``_levels``); ``faint``: its faint ink, which counts too on the other's bare paper (a drawing
-    in thin grey lines where the other has none); None: it does not. ``around`` None: no apart
-    (0)."""
+    """(unmatched ink of one canvas, that of its largest cluster, the most of a cluster's that
+    lies apart from all of the other's ink), in pixels of full ink. ``missing``: its strong ink
+    that the other's does not match (uint8 0/1, ``_missing``); ``faint``: its faint ink, which
+    counts too on the other's bare paper (``around`` 0: a drawing in thin grey lines where the
+    other has none); None: it does not. ``around`` None: no apart (0)."""
     cv2 = _cv2()
 
-    # strong ink away from the other's ink (the masks are 0/1: greater is "ink and not near")
-    extra = np.greater(strong, near)
+    extra = missing.view(bool)
     if faint is not None:
+        extra = extra.copy()
         extra |= np.greater(faint, around)
     total = int(np.count_nonzero(extra))
     if not total:
@@ -532,11 +546,13 @@ def _judge(a: InkPicture, fixed: np.ndarray, fixed_levels: tuple, b: InkPicture,
         moved = cv2.warpAffine(moving, warp, fixed.shape[::-1], flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)
         moved_ink, moved_paper = _surroundings(moved), _surroundings(moved, paper=True)
     moved_strong, moved_faint, moved_hole = _levels(moved)
-    extra_a, cluster_a, apart_a = _unmatched(fixed_strong, _near(fixed, moved_ink[0], moved_ink[2]), fixed_faint, moved_ink[1])
-    extra_b, cluster_b, apart_b = _unmatched(moved_strong, _near(moved, fixed_ink[0], fixed_ink[2]), moved_faint, fixed_ink[1])
+    extra_a, cluster_a, apart_a = _unmatched(_missing(fixed_strong, fixed, moved_ink[0], moved_ink[2]),
+                                             fixed_faint, moved_ink[1])
+    extra_b, cluster_b, apart_b = _unmatched(_missing(moved_strong, moved, fixed_ink[0], fixed_ink[2]),
+                                             moved_faint, fixed_ink[1])
     # paper where the other has ink all around: a letter or mark cut out of a filled shape
-    _, holes_a, _ = _unmatched(fixed_hole, moved_paper[0])
-    _, holes_b, _ = _unmatched(moved_hole, fixed_paper[0])
+    _, holes_a, _ = _unmatched(np.greater(fixed_hole, moved_paper[0]).view(np.uint8))
+    _, holes_b, _ = _unmatched(np.greater(moved_hole, fixed_paper[0]).view(np.uint8))
     # ink the warp moves off the canvas lies apart from all of the other's ink (a label at an
     # edge); as they lie, on one canvas, none is
     outside = 0 if rho is None else _outside(b, warp, fixed.shape)
