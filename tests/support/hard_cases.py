@@ -422,6 +422,11 @@ def font_for(height: int, serif: bool) -> ImageFont.FreeTypeFont:
     return ImageFont.truetype(font_path(serif), size)
 
 
+def _integral(x: np.ndarray) -> np.ndarray:
+    """The summed-area table of ``x``, a row and a column of zeros before it."""
+    return np.pad(x.cumsum(0).cumsum(1), ((1, 0), (1, 0)))
+
+
 def _box_sum(integral: np.ndarray, x0: int, y0: int, x1: int, y1: int) -> int:
     H, W = integral.shape[0] - 1, integral.shape[1] - 1
     x0, y0, x1, y1 = max(0, x0), max(0, y0), min(W, x1), min(H, y1)
@@ -433,7 +438,7 @@ def place_label(im: Image.Image, size: tuple[int, int], height: int,
     """Top-left corner of a ``size`` box in empty space near the drawing: no ink within a
     third of a text height around it, some ink within two text heights, inside the page by 3 px."""
     mask = ink_mask(im, threshold=40)
-    integral = np.pad(mask.astype(np.int64).cumsum(0).cumsum(1), ((1, 0), (1, 0)))
+    integral = _integral(mask.astype(np.int64))
     w, h = size
     pad, near = max(2, height // 3), 2 * height
     step = max(2, height // 4)
@@ -448,7 +453,11 @@ def place_label(im: Image.Image, size: tuple[int, int], height: int,
     return spots[int(rng.integers(len(spots)))]
 
 
-def make_added_label(fig: Figure, rng: np.random.Generator) -> tuple[bytes, str] | None:
+def _write_label(fig: Figure, rng: np.random.Generator, place) -> tuple[bytes, str] | None:
+    """The figure with one label from ``LABELS`` in its own text style (height and ink colour,
+    a serif or sans font), where ``place(im, size, height, colour, rng)`` puts it: (top-left
+    corner, words on the spot for the origin) or None when it has no room. PNG, whatever the
+    original: b is a's pixels and the label, nothing else differs."""
     im = figure_image(fig)
     height, colour = text_style(im)
     if height is None:
@@ -457,13 +466,21 @@ def make_added_label(fig: Figure, rng: np.random.Generator) -> tuple[bytes, str]
     serif = bool(rng.random() < 0.5)
     font = font_for(height, serif)
     left, top, right, bottom = font.getbbox(label)
-    spot = place_label(im, (right - left, bottom - top), height, rng)
-    if spot is None:
+    found = place(im, (right - left, bottom - top), height, colour, rng)
+    if found is None:
         return None
+    spot, where = found
     ImageDraw.Draw(im).text((spot[0] - left, spot[1] - top), label, font=font, fill=colour)
     style = "serif" if serif else "sans"
-    # PNG, whatever the original: b is a's pixels and the label, nothing else differs
-    return encode(im, "PNG"), f"label {label!r} at {spot}, text {height} px, {style} {font.size} pt, ink {colour}"
+    return encode(im, "PNG"), f"label {label!r} at {spot}{where}, text {height} px, {style} {font.size} pt, ink {colour}"
+
+
+def make_added_label(fig: Figure, rng: np.random.Generator) -> tuple[bytes, str] | None:
+    def on_paper(im, size, height, colour, rng):
+        spot = place_label(im, size, height, rng)
+        return None if spot is None else (spot, "")
+
+    return _write_label(fig, rng, on_paper)
 
 
 def place_on_fill(im: Image.Image, size: tuple[int, int], colour: tuple[int, int, int],
@@ -477,9 +494,6 @@ def place_on_fill(im: Image.Image, size: tuple[int, int], colour: tuple[int, int
     ink = float(np.mean(colour))
     fill = (np.abs(grey - page) >= 30) & (np.abs(grey - ink) >= 80)
 
-    def integral(x: np.ndarray) -> np.ndarray:
-        return np.pad(x.cumsum(0).cumsum(1), ((1, 0), (1, 0)))
-
     w, h = size[0] + 6, size[1] + 6
     if w >= im.width or h >= im.height:
         return None
@@ -488,8 +502,8 @@ def place_on_fill(im: Image.Image, size: tuple[int, int], colour: tuple[int, int
         return x[h:, w:] - x[:-h, w:] - x[h:, :-w] + x[:-h, :-w]
 
     area = w * h
-    mean = boxes(integral(grey)) / area
-    flat = (boxes(integral(fill.astype(np.int64))) == area) & (boxes(integral(grey * grey)) / area - mean * mean <= 36)
+    mean = boxes(_integral(grey)) / area
+    flat = (boxes(_integral(fill.astype(np.int64))) == area) & (boxes(_integral(grey * grey)) / area - mean * mean <= 36)
     flat[1::2, :] = False  # every second row and column, as a grid of spots
     flat[:, 1::2] = False
     spots = [((int(x) + 3, int(y) + 3), int(round(mean[y, x]))) for y, x in zip(*np.nonzero(flat))]
@@ -501,22 +515,11 @@ def place_on_fill(im: Image.Image, size: tuple[int, int], colour: tuple[int, int
 def make_label_on_fill(fig: Figure, rng: np.random.Generator) -> tuple[bytes, str] | None:
     """One label in the figure's own text style written inside one of its filled regions (a
     shaded area, a coloured face): ink on ink, which a comparison of where there is ink misses."""
-    im = figure_image(fig)
-    height, colour = text_style(im)
-    if height is None:
-        return None
-    label = LABELS[int(rng.integers(len(LABELS)))]
-    serif = bool(rng.random() < 0.5)
-    font = font_for(height, serif)
-    left, top, right, bottom = font.getbbox(label)
-    found = place_on_fill(im, (right - left, bottom - top), colour, rng)
-    if found is None:
-        return None
-    spot, fill = found
-    ImageDraw.Draw(im).text((spot[0] - left, spot[1] - top), label, font=font, fill=colour)
-    style = "serif" if serif else "sans"
-    return encode(im, "PNG"), f"label {label!r} at {spot} on a fill of grey {fill}, text {height} px, " \
-        f"{style} {font.size} pt, ink {colour}"
+    def on_fill(im, size, height, colour, rng):
+        found = place_on_fill(im, size, colour, rng)
+        return None if found is None else (found[0], f" on a fill of grey {found[1]}")
+
+    return _write_label(fig, rng, on_fill)
 
 
 # ---- another figure ------------------------------------------------------------------------------

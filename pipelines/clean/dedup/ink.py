@@ -12,11 +12,12 @@ coincide with it everywhere.
 3. compare the ink: every ink pixel of one must have ink of the other within ``TOLERANCE``
    pixels, and ink as dark as it nearly: where it is darker by ``MARK`` than the least ink around
    it in the other (a fill), the other's must rise ``RISE`` of the way to it (a label written
-   inside a shaded region is ink on ink, and the region there is flat). Ink that does not is grouped into clusters (pixels within ``CLUSTER_GAP`` of each
-   other); scattered JPEG or scanner specks make tiny clusters, next to the other's strokes; a
-   label of a few characters, a number, an arrow or another drawing makes a cluster of
-   ``LABEL_INK`` pixels or more, or one with ``APART_INK`` pixels on the other's paper (farther
-   than ``APART`` from its ink: a small label), and then the pictures are different.
+   inside a shaded region is ink on ink, and the region there is flat). Ink that does not is
+   grouped into clusters (pixels within ``CLUSTER_GAP`` of each other); scattered JPEG or
+   scanner specks make tiny clusters, next to the other's strokes; a label of a few characters,
+   a number, an arrow or another drawing makes a cluster of ``LABEL_INK`` pixels or more, or
+   one with ``APART_INK`` pixels on the other's paper (farther than ``APART`` from its ink: a
+   small label), and then the pictures are different.
 
 A pair that differs gets a second look (``_second_look``) at the lower of the two ink levels
 and at the coarser picture's own pixel, as far as two copies of a small figure can agree.
@@ -28,8 +29,7 @@ from __future__ import annotations
 
 import functools
 import io
-import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -395,7 +395,7 @@ def _missing(strong: np.ndarray, canvas: np.ndarray, peak: np.ndarray, floor: np
     return missing.view(np.uint8)
 
 
-def _surroundings_of(picture: InkPicture, shape: tuple[int, int], paper: bool) -> tuple[np.ndarray, np.ndarray | None]:
+def _surroundings_of(picture: InkPicture, shape: tuple[int, int], paper: bool) -> tuple[np.ndarray | None, ...]:
     """``_surroundings`` of a picture's canvas padded to ``shape``, made once per picture: the
     canvas keeps ``MARGIN`` (> ``APART``) pixels of bare paper, so dilating before padding gives
     what dilating after does (the padding is paper)."""
@@ -529,7 +529,7 @@ class _Judgement:
     apart_b: int
     holes: int
     fixed: np.ndarray
-    moved: np.ndarray | None
+    moved: np.ndarray
 
 
 def _judge(a: InkPicture, fixed: np.ndarray, fixed_levels: tuple, b: InkPicture, moving: np.ndarray,
@@ -609,7 +609,7 @@ def _second_look(a: InkPicture, b: InkPicture, fixed: np.ndarray, moving: np.nda
     first = InkPicture(fixed, int((fixed >= INK_LEVEL).sum()), a.contrast, a.exact)
     second = InkPicture(moving, int((moving >= INK_LEVEL).sum()), b.contrast, b.exact)
     judged = _judge(first, fixed, _levels(fixed), second, moving, warp, best.rho)
-    return dataclasses.replace(judged, warp=best.warp), changed
+    return replace(judged, warp=best.warp), changed
 
 
 def compare_prepared(a: InkPicture, b: InkPicture) -> InkVerdict:
