@@ -172,6 +172,39 @@ def test_vlmevalkit_round_trip(home, tmp_path):
     assert_same_scores(home, "vlm-tsv", "own-vlm")
 
 
+def test_a_vlmevalkit_table_imports_back_as_the_questions_it_was_written_from(home, tmp_path):
+    """``tsv:`` reads the table ``export --format vlmevalkit`` writes: every question with text
+    options comes back with its text, options, key, subject, skill and picture (pixel for
+    pixel); a row holding several pictures (picture options) is quarantined as such."""
+    from pipelines.ingest.importers import iter_import_records
+    from pipelines.ingest.spec import parse_source_spec
+    from pipelines.store.records import QuarantineEntry, RawQuestion
+
+    assert stemforge(home, "export", "--format", "vlmevalkit", "--split", SPLIT) == 0
+    path = home.root / "export" / "vlmevalkit" / f"stemforge_{SPLIT}.tsv"
+    store, images = ImageStore(home.images), ImageStore(tmp_path / "images")
+    spec = f"tsv:{path}?id=question_id&choices=[A,B,C,D,E]&subject=category&skill=l2-category&answer_format=letter"
+    records = list(iter_import_records(parse_source_spec(spec), images))
+    back = {r.extra["id"]: r for r in records if isinstance(r, RawQuestion)}
+    quarantined = [r for r in records if isinstance(r, QuarantineEntry)]
+    questions = questions_of(home)
+    texts = {qid: q for qid, q in questions.items() if q["choice_images"] is None}
+    assert set(back) == set(texts) and len(texts) >= 20
+    for qid, q in texts.items():
+        got = back[qid]
+        assert (got.problem, list(got.choices), got.answer_idx) == (q["problem"], list(q["choices"]), q["answer_idx"])
+        assert (got.subject, got.skill) == (q["subject"], q["skill"])
+        _, hashes, _ = row_pictures(q)
+        if not hashes:
+            assert got.problem_image is None
+            continue
+        decoded = Image.open(io.BytesIO(images.get(got.problem_image)))
+        original = Image.open(io.BytesIO(png_bytes(store, hashes[0])))
+        assert decoded.tobytes() == original.tobytes() and decoded.size == original.size
+    assert len(quarantined) == len(questions) - len(texts) >= 3
+    assert {e.reason for e in quarantined} == {"several images"}
+
+
 def test_vlmevalkit_table_refusals_are_one_line(home, tmp_path, capsys):
     questions = questions_of(home)
     first = next(iter(questions))

@@ -7,6 +7,7 @@ printed."""
 from __future__ import annotations
 
 import ast
+import csv
 import json
 import re
 import subprocess
@@ -259,7 +260,7 @@ def test_sources_does_not_import_spec():
 # ---------------------------------------------------------------- the README's examples, as printed
 
 EXAMPLE = re.compile(
-    r"```sh\n# (?P<file>[\w.]+\.jsonl?): [^\n]*\n(?P<data>(?:# [ {][^\n]*\n)+)"
+    r"```sh\n# (?P<file>[\w.]+\.(?:jsonl?|csv)): [^\n]*\n(?P<data>(?:# [ {\w][^\n]*\n)+)"
     r"\.venv/bin/stemforge build --source \"(?P<spec>[^\"]+)\"(?: --home \S+)?\n# -> [^\n]*\n```"
 )
 
@@ -272,6 +273,8 @@ def write_example(match: re.Match, folder: Path) -> None:
     lines = [line[2:] for line in match.group("data").splitlines()]
     if match.group("file").endswith(".jsonl"):
         rows = [json.loads(line) for line in lines]
+    elif match.group("file").endswith(".csv"):
+        rows = list(csv.DictReader(lines))
     else:
         rows = list(json.loads("\n".join(lines)).values())
     (folder / match.group("file")).write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -280,7 +283,7 @@ def write_example(match: re.Match, folder: Path) -> None:
 
 def test_the_readme_layout_examples_import_as_they_say(tmp_path, store):
     examples = {m.group("file"): m for m in readme_examples()}
-    assert set(examples) == {"puzzles.json", "nets.jsonl", "panels.jsonl"}
+    assert set(examples) == {"puzzles.json", "nets.jsonl", "panels.jsonl", "mmbench.csv"}
     got = {}
     for name, match in examples.items():
         write_example(match, tmp_path)
@@ -295,6 +298,11 @@ def test_the_readme_layout_examples_import_as_they_say(tmp_path, store):
                                                                                (tuple("ABCD"), 3, "spatial-nets")]
     [panels] = got["panels.jsonl"]
     assert panels.problem == "shows a gear train and its speeds. Which gear turns fastest?" and panels.answer_idx == 2
+    shapes, rain = got["mmbench.csv"]
+    assert (shapes.problem, shapes.choices, shapes.answer_idx, shapes.extra) == (
+        "Which shape has the most sides?", ("triangle", "square", "hexagon"), 2, {"id": "11"})
+    assert (rain.problem, rain.choices, rain.answer_idx, rain.subject) == (
+        "The chart shows rainfall.\nWhich month was wettest?", ("May", "June"), 1, "science")
 
 
 @pytest.mark.slow
@@ -310,4 +318,4 @@ def test_the_readme_layout_examples_build_as_printed(tmp_path):
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     rows = run_query(DataHome(tmp_path / "home"), "SELECT source, count(*) FROM raw_questions GROUP BY 1 ORDER BY 1").rows
-    assert sorted(n for _, n in rows) == [1, 2, 2]
+    assert sorted(n for _, n in rows) == [1, 2, 2, 2]

@@ -11,13 +11,13 @@ from pipelines.ingest.sources import register_source, source_kinds, unwatched
 
 def test_every_contract_kind_is_registered_with_its_spelling():
     kinds = source_kinds()
-    assert set(kinds) == {"demo", "http", "stem-parquet", "scienceqa", "jsonl", "json", "hf", "python"}
+    assert set(kinds) == {"demo", "http", "stem-parquet", "scienceqa", "jsonl", "json", "csv", "tsv", "hf", "python"}
     assert {name for name, kind in kinds.items() if kind.web} == {"demo", "http"}
     assert set(importer_kinds()) == set(kinds) - {"demo", "http"}
     for name, kind in kinds.items():
         assert kind.usage.startswith(name), (name, kind.usage)
         assert (kind.read is None) == kind.web
-    assert {name for name, kind in kinds.items() if kind.query} == {"jsonl", "json", "hf", "python"}
+    assert {name for name, kind in kinds.items() if kind.query} == {"jsonl", "json", "csv", "tsv", "hf", "python"}
 
 
 def test_only_python_sources_are_left_unwatched():

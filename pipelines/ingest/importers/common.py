@@ -7,6 +7,8 @@ skills are slugs.
 
 from __future__ import annotations
 
+import ast
+import json
 import re
 import unicodedata
 from dataclasses import replace
@@ -91,6 +93,22 @@ def one_line(text: Any, limit: int = 300) -> str:
     """Collapse ``text`` to a single line of at most ``limit`` characters."""
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def list_literal(text: str) -> list | None:
+    """The list a text writes as a JSON or Python literal (MMMU's ``"['$6', '$7']"``, a CSV
+    cell's ``["1", "2"]``), or None when the text is not one."""
+    stripped = text.strip()
+    if not (stripped.startswith("[") and stripped.endswith("]")):
+        return None
+    try:
+        parsed = json.loads(stripped)
+    except (ValueError, RecursionError):
+        try:
+            parsed = ast.literal_eval(stripped)
+        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+            return None
+    return parsed if isinstance(parsed, list) else None
 
 
 def slugify(text: str) -> str:

@@ -51,7 +51,6 @@ file's metadata) or, in an Arrow file, the rest of the file under the key of its
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from dataclasses import dataclass
@@ -65,7 +64,15 @@ from pipelines.store.images import ImageStore
 from pipelines.store.records import QuarantineEntry, Record
 from pipelines.ingest.sources import register_source, walk_files
 from pipelines.ingest.spec import SourceSpec
-from pipelines.ingest.importers.common import STAGE, ImageStoreFailure, ImportSourceError, RecordProblem, normalize_split, one_line
+from pipelines.ingest.importers.common import (
+    STAGE,
+    ImageStoreFailure,
+    ImportSourceError,
+    RecordProblem,
+    list_literal,
+    normalize_split,
+    one_line,
+)
 from pipelines.ingest.importers.rows import (
     RowMapping,
     image_folder,
@@ -404,11 +411,8 @@ class _RowReader:
 def _option_list(value: Any) -> Any:
     """Options as a list: MMMU writes them as a text holding a Python list literal."""
     if isinstance(value, str) and value.lstrip().startswith("["):
-        try:
-            parsed = ast.literal_eval(value.strip())
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            raise RecordProblem("options text is not a list literal", one_line(value, 80)) from None
-        if not isinstance(parsed, list):
+        parsed = list_literal(value)
+        if parsed is None:
             raise RecordProblem("options text is not a list literal", one_line(value, 80))
         return parsed
     return value

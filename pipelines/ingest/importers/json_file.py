@@ -37,7 +37,8 @@ from pipelines.store.images import ImageStore
 from pipelines.store.records import QuarantineEntry, Record
 from pipelines.ingest.sources import register_source
 from pipelines.ingest.spec import SourceSpec
-from pipelines.ingest.importers.common import STAGE, ImportSourceError, one_line
+from pipelines.ingest.importers.common import STAGE, one_line
+from pipelines.ingest.importers.paths import find_data_files
 from pipelines.ingest.importers.rows import RowMapping, image_folder, row_record, unused_field_entries, watched_data_files
 
 # A file is read whole; larger files are refused (quarantined) rather than exhausting memory.
@@ -47,15 +48,7 @@ _NO_RECORDS = object()
 
 def find_json_files(location: str | Path) -> list[Path]:
     """The data files of a ``json:`` source: the file itself, or a folder's ``*.json`` files."""
-    path = Path(location)
-    if path.is_file():
-        return [path]
-    if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix.lower() == ".json" and p.is_file() and not p.name.startswith("."))
-        if not files:
-            raise ImportSourceError(f"json: no .json files in {path}")
-        return files
-    raise ImportSourceError(f"json: {path} is neither a file nor a folder")
+    return find_data_files("json", location)
 
 
 def watch_json(spec: SourceSpec, exclude: Path) -> list[Path] | None:

@@ -5,10 +5,13 @@ Reasons are stable categories (``image file not found``); the path is the ``deta
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from pathlib import Path, PurePosixPath
 
 from pipelines.store.images import ALLOWED_FORMATS, MAX_IMAGE_BYTES
-from pipelines.ingest.importers.common import RecordProblem, one_line
+from pipelines.ingest.importers.common import ImportSourceError, RecordProblem, one_line
 
 # Suffixes tried, in this order, for an image path written without one (``Math/1``).
 IMAGE_SUFFIXES = tuple(dict.fromkeys([".png", ".jpg", ".jpeg", *(f".{ext}" for ext in ALLOWED_FORMATS.values())]))
@@ -63,6 +66,20 @@ def _exists(path: Path) -> bool:
         return False
 
 
+def find_data_files(kind: str, location: str | Path) -> list[Path]:
+    """The data files of a ``KIND:PATH`` source: the file itself, or the ``*.KIND`` files of a
+    folder (not its subfolders, not hidden ones) in name order."""
+    path = Path(location)
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix.lower() == f".{kind}" and p.is_file() and not p.name.startswith("."))
+        if not files:
+            raise ImportSourceError(f"{kind}: no .{kind} files in {path}")
+        return files
+    raise ImportSourceError(f"{kind}: {path} is neither a file nor a folder")
+
+
 def is_single_component(name: str) -> bool:
     """True for a plain file or folder name (no separators, not '.' or '..')."""
     parts = PurePosixPath(name.replace("\\", "/")).parts
@@ -84,3 +101,31 @@ def read_image_file(path: Path, shown_as: str) -> bytes:
     if len(data) > MAX_IMAGE_BYTES:
         raise RecordProblem(f"image file larger than {MAX_IMAGE_BYTES} bytes", shown_as)
     return data
+
+
+# The first bytes of the formats the image store takes (``ALLOWED_FORMATS``).
+_IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"BM")
+_DATA_URI = re.compile(r"^data:image/[\w.+-]+;base64,", re.IGNORECASE)
+_BASE64 = re.compile(r"^[A-Za-z0-9+/\s]+={0,2}\s*$")
+_SHORTEST_BASE64_IMAGE = 64  # a path is shorter, or holds a '.', which base64 never does
+
+
+def image_in_text(value: str) -> bytes | None:
+    """The picture a text field holds itself (VLMEvalKit's TSVs, web exports): a data URI
+    ``data:image/png;base64,...`` or bare base64 whose bytes start as an image does; None
+    for anything else (a path). A data URI that does not decode is a problem, not a path."""
+    head = value[:64]
+    if _DATA_URI.match(head):
+        try:
+            return base64.b64decode(value[value.index(",") + 1:], validate=False)
+        except (binascii.Error, ValueError):
+            raise RecordProblem("image data URI is not base64", one_line(value, 80)) from None
+    if len(value) < _SHORTEST_BASE64_IMAGE or "." in head or not _BASE64.match(value):
+        return None
+    try:
+        data = base64.b64decode("".join(value.split()), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if data.startswith(_IMAGE_MAGIC) or (data[:4] == b"RIFF" and data[8:12] == b"WEBP"):
+        return data
+    return None

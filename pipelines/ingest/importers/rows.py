@@ -79,13 +79,14 @@ from pipelines.ingest.importers.common import (
     ImportSourceError,
     RecordProblem,
     finish_question,
+    list_literal,
     normalize_grade,
     normalize_skill,
     normalize_split,
     normalize_subject,
     one_line,
 )
-from pipelines.ingest.importers.paths import read_image_file, resolve_image_file
+from pipelines.ingest.importers.paths import image_in_text, read_image_file, resolve_image_file
 from pipelines.ingest.importers.figure_options import parse_figure_options
 from pipelines.ingest.importers.picture_options import join_pictures, parse_image_options
 from pipelines.ingest.importers.text_options import HELD_LABEL, held_label, read_options, strip_placeholders
@@ -109,6 +110,7 @@ MAPPED_FIELD_UNUSED = "mapped field in no record"
 MAX_OPTIONS = 5  # the STEM release: 2 to 5 options per question
 _CONSTANT = re.compile(r"^'(.*)'$", re.DOTALL)
 _INDEXED = re.compile(r"^([^\[\]]*)((?:\[\d+\])+)$")  # name[0][1]
+_FIELD_LIST = re.compile(r"^\[([^\[\]]+)\]$")  # choices=[A,B,C,D]: one option per field
 TEXT_FIELDS = ("problem", "subject", "grade", "skill", "split", "id")
 _MISSING = object()
 
@@ -148,11 +150,21 @@ class RowMapping:
         self.constants: dict[str, Any] = {}
         self.names: dict[str, tuple[str, ...]] = dict(DEFAULT_NAMES)
         self.mapped: dict[str, str] = {}  # our field -> the input field the user named
+        # NAME=[F1,F2,...]: the values of several fields (choices=[A,B,C,D]: option k in the k-th)
+        self.field_lists: dict[str, tuple[str, ...]] = {}
         for ours, theirs in options.items():
             if ours not in FIELDS:
                 continue
             constant = _CONSTANT.match(theirs)
-            if constant:
+            listed = _FIELD_LIST.match(theirs)
+            if listed:
+                names = tuple(name.strip() for name in listed.group(1).split(","))
+                if not all(names) or len(names) > 26:
+                    raise ImportSourceError(f"{kind} mapping {ours}={theirs}: expected [FIELD,FIELD,...]")
+                self.field_lists[ours] = names
+                self.names[ours] = ()
+                self.mapped[ours] = theirs
+            elif constant:
                 value = constant.group(1)
                 self.constants[ours] = [t.strip() for t in value.split(",")] if ours == "choices" and value else value
             elif not theirs:
@@ -171,7 +183,10 @@ class RowMapping:
     def observe(self, row: dict[str, Any], meta: Mapping[str, Any]) -> None:
         """Note which mapped fields this row has (see ``unused_fields``)."""
         for ours, theirs in self.mapped.items():
-            if ours not in self._seen and _lookup(row, theirs, meta) is not _MISSING:
+            if ours in self._seen:
+                continue
+            names = self.field_lists.get(ours, (theirs,))
+            if any(_lookup(row, name, meta) is not _MISSING for name in names):
                 self._seen.add(ours)
 
     def unused_fields(self) -> list[str]:
@@ -181,11 +196,31 @@ class RowMapping:
     def get(self, row: dict[str, Any], ours: str, meta: Mapping[str, Any]) -> Any:
         if ours in self.constants:
             return self.constants[ours]
+        if ours in self.field_lists:
+            found = self._field_values(row, ours, meta)
+            if ours == "choices":
+                return found
+            value = list(found.values()) or None
+            return _joined(value, "\n" if ours == "problem" else ", ") if ours in TEXT_FIELDS else value
         for name in self.names[ours]:
             value = _lookup(row, name, meta)
             if value is not _MISSING:
                 return _joined(value, "\n" if ours == "problem" else ", ") if ours in TEXT_FIELDS else value
         return None
+
+    def _field_values(self, row: dict[str, Any], ours: str, meta: Mapping[str, Any]) -> dict[str, Any]:
+        """The values of ``ours=[F1,F2,...]`` keyed by position letters (the k-th field is the
+        k-th letter, whatever its name: ``option1`` is A); an empty or absent field is no value,
+        and the others keep their letters (MMBench leaves C and D empty for two options)."""
+        found = {}
+        for k, name in enumerate(self.field_lists[ours]):
+            value = _lookup(row, name, meta)
+            if value is _MISSING or value is None or (isinstance(value, str) and not value.strip()):
+                continue
+            if isinstance(value, float) and value != value:  # NaN: pandas' empty cell
+                continue
+            found[chr(ord("A") + k)] = value
+        return found
 
     def subject(self, raw: Any) -> str:
         if self.subject_names and isinstance(raw, str):
@@ -297,7 +332,10 @@ def _options(raw: Any) -> tuple[list[str] | None, list[str] | None]:
         return None, None
     labels = None
     if isinstance(raw, str):
-        return _options_text(raw), None
+        listed = list_literal(raw)  # a CSV cell or an exported column: '["1", "2"]', "['1', '2']"
+        if listed is None:
+            return _options_text(raw), None
+        raw = listed
     if isinstance(raw, dict):
         labels = [str(k) for k in raw]
         raw = list(raw.values())
@@ -340,6 +378,8 @@ def _pictures(value: Any) -> list[Any]:
     """The image field's pictures (paths or bytes): none, one, or a list of them."""
     if value is None or value == "":
         return []
+    if isinstance(value, str) and value.startswith("["):  # VLMEvalKit: "['<base64>', '<base64>']"
+        value = list_literal(value) or value
     if isinstance(value, list):
         return [item for item in value if item is not None and item != ""]
     return [value]
@@ -352,6 +392,9 @@ def _image_bytes(root: Path, value: Any, what: str) -> bytes:
         return bytes(value)
     if not isinstance(value, str):
         raise RecordProblem(f"{what} path is not text", one_line(repr(value), 80))
+    written = image_in_text(value)
+    if written is not None:
+        return written
     return read_image_file(resolve_image_file(root, value), value)
 
 

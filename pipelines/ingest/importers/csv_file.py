@@ -1,0 +1,114 @@
+"""Importers for delimited text: ``csv:PATH[?mapping]`` (commas) and ``tsv:PATH[?mapping]`` (tabs).
+
+PATH is a file or a folder, whose ``*.csv`` (or ``*.tsv``) files, not its subfolders, are read
+in name order. The first line of a file names its columns; every other row is one question
+or one quarantine entry keyed ``<file name>#<row>`` (0-based, the header not counted). This
+is how VLMEvalKit ships its benchmarks (MMBench, SEED-Bench, AI2D, MMStar: ``index``,
+``question``, ``hint``, ``A`` ... ``D``, ``answer``, the picture as base64 in ``image``)::
+
+    tsv:MMBench_DEV_EN.tsv?id=index&problem=[hint,question]&choices=[A,B,C,D]&image=image
+
+Cells are text: an empty cell is no value; a cell holding a JSON or Python list
+(``["1", "2"]``) is read as that list where a list is expected (``choices=options``). Pictures
+are paths relative to the file's folder (or ``image_root``), or the picture itself as base64 or
+a ``data:image/...;base64,`` URI. The mapping, its settings and how a row becomes a question
+are those of ``rows.py`` (shared with ``jsonl:`` and ``json:``).
+
+A file whose header names a column twice, that is not UTF-8, or that the ``csv`` module cannot
+parse from some row on, is quarantined from there with the line number; a row with more cells
+than the header has columns is quarantined alone.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Iterator
+
+from pipelines.store.images import ImageStore, MAX_IMAGE_BYTES
+from pipelines.store.records import QuarantineEntry, Record
+from pipelines.ingest.sources import register_source
+from pipelines.ingest.spec import SourceSpec
+from pipelines.ingest.importers.common import STAGE, one_line
+from pipelines.ingest.importers.paths import find_data_files
+from pipelines.ingest.importers.rows import RowMapping, image_folder, row_record, unused_field_entries, watched_data_files
+
+# A cell may hold a picture as base64 (4/3 of its bytes); the csv module's default limit is 128 KiB.
+MAX_CELL_CHARS = MAX_IMAGE_BYTES * 4 // 3 + 1024
+DELIMITERS = {"csv": ",", "tsv": "\t"}
+
+
+def _reader(kind: str):
+    def watch(spec: SourceSpec, exclude: Path) -> list[Path] | None:
+        return watched_data_files(spec, find_data_files(kind, spec.location), exclude)
+
+    def iter_records(spec: SourceSpec, images: ImageStore) -> Iterator[Record]:
+        files = find_data_files(kind, spec.location)
+        mapping = RowMapping(spec.options, kind)  # raises before iteration starts
+        roots = {folder: image_folder(mapping, folder) for folder in {f.parent for f in files}}
+        return _iter_files(spec.text, kind, Path(spec.location).name, files, mapping, roots, images)
+
+    iter_records.__name__ = iter_records.__qualname__ = f"iter_{kind}_records"
+    return register_source(kind, usage=f"{kind}:PATH", query=True, watch=watch)(iter_records)
+
+
+iter_csv_records = _reader("csv")
+iter_tsv_records = _reader("tsv")
+
+
+def _iter_files(source: str, kind: str, source_name: str, files: list[Path], mapping: RowMapping,
+                roots: dict[Path, Path], images: ImageStore) -> Iterator[Record]:
+    if csv.field_size_limit() < MAX_CELL_CHARS:
+        csv.field_size_limit(MAX_CELL_CHARS)
+    for path in files:
+        yield from _iter_file(source, kind, path, mapping, roots[path.parent], images)
+    yield from unused_field_entries(source, source_name, mapping)
+
+
+def _iter_file(source: str, kind: str, path: Path, mapping: RowMapping, root: Path, images: ImageStore) -> Iterator[Record]:
+    meta = {"_file": path.stem}
+    try:
+        f = open(path, "rb")
+    except OSError as exc:
+        yield QuarantineEntry(source, path.name, STAGE, f"unreadable {kind.upper()} file", one_line(exc.strerror or exc, 200))
+        return
+    with f:
+        rows = csv.reader(_text_lines(f), delimiter=DELIMITERS[kind])
+        position, header = -1, None
+        while True:
+            try:
+                cells = next(rows)
+            except StopIteration:
+                return
+            except UnicodeDecodeError as exc:
+                yield QuarantineEntry(source, f"{path.name}#{position + 1}", STAGE, "file is not UTF-8",
+                                      f"from line {rows.line_num + 1}: {one_line(exc, 120)}")
+                return
+            except csv.Error as exc:
+                yield QuarantineEntry(source, f"{path.name}#{position + 1}", STAGE, f"malformed {kind.upper()}",
+                                      f"from line {rows.line_num}: {one_line(exc, 120)}")
+                return
+            if header is None:
+                header = [name.strip() for name in cells]
+                repeated = sorted({name for name in header if name and header.count(name) > 1})
+                if repeated:
+                    yield QuarantineEntry(source, path.name, STAGE, "header names a column twice", ", ".join(repeated)[:200])
+                    return
+                continue
+            if not any(cell.strip() for cell in cells):
+                continue  # a blank line is not a record
+            position += 1
+            key = f"{path.name}#{position}"
+            if len(cells) > len(header):
+                yield QuarantineEntry(source, key, STAGE, "row has more cells than the header has columns",
+                                      f"line {rows.line_num}: {len(cells)} cells, {len(header)} columns")
+                continue
+            row = {name: (cell if cell.strip() else None) for name, cell in zip(header, cells) if name}
+            yield row_record(source, key, row, mapping, meta, root, images)
+
+
+def _text_lines(f) -> Iterator[str]:
+    """The file's lines as text, decoded one at a time: a line that is not UTF-8 stops the
+    file there, after the rows before it."""
+    for number, raw in enumerate(f):
+        yield raw.decode("utf-8-sig" if number == 0 else "utf-8")

@@ -1,0 +1,197 @@
+"""``csv:`` and ``tsv:`` sources, options spread over fields (``choices=[A,B,C,D]``), option lists
+written as list literals in a text, and pictures written in their field (base64, data URIs):
+the layout VLMEvalKit ships benchmarks in (MMBench, SEED-Bench, AI2D, MMStar), built here from
+SceMQA's real texts and figures and read back as ``json:`` reads the original."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from pipelines.ingest.importers import ImportSourceError, iter_import_records
+from pipelines.ingest.importers.paths import image_in_text
+from pipelines.ingest.importers.rows import MAPPED_FIELD_UNUSED
+from pipelines.ingest.spec import parse_source_spec
+from pipelines.store.images import ImageStore
+from pipelines.store.records import QuarantineEntry, RawQuestion
+from support.corpora import SCEMQA_JSON
+from support.images import real_png
+
+SCEMQA = (f"json:{SCEMQA_JSON}?options_in_text=1&problem=Question&answer=Answer (final answer highlighted)"
+          "&answer_format=letter&image=ImagePath&subject=_key&skill=_key")
+LETTERS = "ABCDE"
+
+
+@pytest.fixture
+def store(tmp_path):
+    return ImageStore(tmp_path / "images")
+
+
+def read(spec: str, store: ImageStore) -> tuple[list[RawQuestion], list[QuarantineEntry]]:
+    records = list(iter_import_records(parse_source_spec(spec), store))
+    return ([r for r in records if isinstance(r, RawQuestion)], [r for r in records if isinstance(r, QuarantineEntry)])
+
+
+def shown(q: RawQuestion) -> tuple:
+    return q.problem, q.choices, q.answer_idx, q.problem_image, q.subject, q.skill
+
+
+def write(path: Path, rows: list[dict], delimiter: str) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]), delimiter=delimiter)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+@pytest.fixture(scope="module")
+def scemqa(tmp_path_factory):
+    """SceMQA read by ``json:`` (the reference) and its pictures' bytes."""
+    store = ImageStore(tmp_path_factory.mktemp("scemqa") / "images")
+    questions, _ = read(SCEMQA, store)
+    assert len(questions) == 832
+    return questions, {q.problem_image: store.get(q.problem_image) for q in questions if q.problem_image}
+
+
+def test_scemqa_as_a_vlmevalkit_tsv_reads_as_its_json(tmp_path, store, scemqa):
+    """Every SceMQA question written as VLMEvalKit writes MMBench (options in columns A-E, empty
+    where a question has fewer, an empty hint column, the picture as base64) comes back as the
+    ``json:`` reading of the original: the same texts, options, keys and picture bytes."""
+    reference, pictures = scemqa
+    rows = []
+    for i, q in enumerate(reference):
+        rows.append({"index": str(1000 + i), "hint": "", "question": q.problem,
+                     **{letter: q.choices[k] if k < len(q.choices) else "" for k, letter in enumerate(LETTERS)},
+                     "answer": LETTERS[q.answer_idx], "category": q.subject, "l2-category": q.skill,
+                     "image": base64.b64encode(pictures[q.problem_image]).decode() if q.problem_image else ""})
+    assert sum(not r["E"] for r in rows) > 100 and sum(bool(r["E"]) for r in rows) > 100  # both kinds are here
+    write(tmp_path / "scemqa.tsv", rows, "\t")
+    questions, quarantined = read(f"tsv:{tmp_path / 'scemqa.tsv'}?id=index&problem=[hint,question]&choices=[A,B,C,D,E]"
+                                  "&subject=category&skill=l2-category&answer_format=letter", store)
+    assert quarantined == []
+    assert [shown(q) for q in questions] == [shown(q) for q in reference]
+    assert [q.source_key for q in questions[:2]] == ["scemqa.tsv#0", "scemqa.tsv#1"]
+    assert questions[0].extra == {"id": "1000"}
+    assert all(store.get(q.problem_image) == pictures[q.problem_image] for q in questions if q.problem_image)
+
+
+def test_scemqa_as_a_csv_of_list_literals_and_data_uris_reads_as_its_json(tmp_path, store, scemqa):
+    """The same questions as a CSV whose options are one cell holding a JSON list (half of them)
+    or a Python list (the others) and whose pictures are data URIs."""
+    reference, pictures = scemqa
+    rows = []
+    for i, q in enumerate(reference):
+        listed = json.dumps(list(q.choices), ensure_ascii=False) if i % 2 else repr(list(q.choices))
+        picture = pictures.get(q.problem_image)
+        rows.append({"question": q.problem, "options": listed, "answer": LETTERS[q.answer_idx], "category": q.subject,
+                     "topic": q.skill,
+                     "image": "data:image/png;base64," + base64.b64encode(picture).decode() if picture else ""})
+    write(tmp_path / "scemqa.csv", rows, ",")
+    questions, quarantined = read(f"csv:{tmp_path / 'scemqa.csv'}?choices=options&subject=category&skill=topic"
+                                  "&answer_format=letter", store)
+    assert quarantined == []
+    assert [shown(q) for q in questions] == [shown(q) for q in reference]
+
+
+def test_options_spread_over_fields_keep_their_letters(tmp_path, store):
+    """``choices=[A,B,C,D]``: the k-th field is the k-th letter whatever its name; an empty field
+    is no option and the others keep their letters, so an answer letter names the same text."""
+    (tmp_path / "a.png").write_bytes(real_png(1))
+    rows = [
+        {"q": "Two of four", "A": "cat", "B": "dog", "C": "", "D": "", "answer": "B"},
+        {"q": "A gap", "A": "1", "B": "2", "C": None, "D": "4", "answer": "D"},
+        {"q": "NaN cells", "A": "x", "B": "y", "C": float("nan"), "D": float("nan"), "answer": "A"},
+        {"q": "None at all", "A": "", "B": None, "answer": "A"},
+    ]
+    (tmp_path / "rows.jsonl").write_text("\n".join(json.dumps(r, allow_nan=True) for r in rows))
+    questions, quarantined = read(f"jsonl:{tmp_path / 'rows.jsonl'}?problem=q&choices=[A,B,C,D]&subject='math'&skill='s'",
+                                  store)
+    assert [(q.problem, q.choices, q.answer_idx) for q in questions] == [
+        ("Two of four", ("cat", "dog"), 1), ("A gap", ("1", "2", "4"), 2), ("NaN cells", ("x", "y"), 0)]
+    assert [(e.reason, e.source_key) for e in quarantined] == [("not multiple choice: no options", "rows.jsonl#3")]
+    # option1..option4 (CMMMU) are A..D; a text field joins its fields' values, skipping empty ones
+    (tmp_path / "named.jsonl").write_text(json.dumps(
+        {"context": "", "stem": "Which?", "option1": "p", "option2": "q", "answer": "B", "tags": "t"}) + "\n" + json.dumps(
+        {"context": "Read the table.", "stem": "Which?", "option1": "p", "option2": "r", "answer": "A", "tags": "u"}))
+    questions, _ = read(f"jsonl:{tmp_path / 'named.jsonl'}?problem=[context,stem]&choices=[option1,option2]"
+                        "&skill=[tags,missing]&subject='math'", store)
+    assert [(q.problem, q.choices, q.answer_idx, q.skill) for q in questions] == [
+        ("Which?", ("p", "q"), 1, "t"), ("Read the table.\nWhich?", ("p", "r"), 0, "u")]
+    # a field list none of whose fields any row has is reported like a misspelt field
+    _, quarantined = read(f"jsonl:{tmp_path / 'named.jsonl'}?problem=stem&choices=[opt1,opt2]&subject='math'", store)
+    assert {e.reason for e in quarantined} >= {MAPPED_FIELD_UNUSED}
+    with pytest.raises(ImportSourceError, match=r"choices=\[A,,B\]: expected \[FIELD,FIELD,...\]"):
+        iter_import_records(parse_source_spec(f"jsonl:{tmp_path / 'named.jsonl'}?choices=[A,,B]"), store)
+
+
+def test_pictures_written_in_their_field(tmp_path):
+    png = real_png(2)
+    encoded = base64.b64encode(png).decode()
+    assert image_in_text(encoded) == png
+    assert image_in_text("\n".join(encoded[i:i + 76] for i in range(0, len(encoded), 76))) == png  # MIME line breaks
+    assert image_in_text("data:image/png;base64," + encoded) == png
+    assert image_in_text("DATA:image/jpeg;base64," + encoded) == png
+    # a path, however long, is a path: it holds a '.' or does not decode to a picture
+    assert image_in_text("images/" + "a" * 100 + ".png") is None
+    assert image_in_text("Math/1") is None
+    assert image_in_text("QUJD" * 40) is None  # base64 of text, not of a picture
+    assert image_in_text(encoded[:40]) is None  # too short to be a picture
+
+
+def test_bad_delimited_files_lose_only_what_is_bad(tmp_path, store):
+    header = "question,options,answer,image\n"
+    good = 'Which?,"[""1"", ""2""]",A,a.png\n'
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.png").write_bytes(real_png(1))
+    (tmp_path / "d" / "1-good.csv").write_text(header + good + "\n" + 'Or?,"A. x; B. y",B,a.png\n' + good)
+    (tmp_path / "d" / "2-wide.csv").write_text(header + good + "Which?,[],A,a.png,extra\n" + good)
+    (tmp_path / "d" / "3-twice.csv").write_text("question,answer,answer\n" + good)
+    (tmp_path / "d" / "4-latin1.csv").write_bytes((header + good).encode() + "Caf\u00e9?,\"[1, 2]\",A,a.png\n".encode("latin-1"))
+    (tmp_path / "d" / "5-missing.csv").write_text(header + 'Which?,"[""1"", ""2""]",A,' + "QUJD" * 40 + "\n")
+    (tmp_path / "d" / "notes.txt").write_text("not read")
+    questions, quarantined = read(f"csv:{tmp_path / 'd'}?subject='math'&skill='s'", store)
+    assert [(q.source_key, q.problem, q.choices, q.answer_idx) for q in questions] == [
+        ("1-good.csv#0", "Which?", ("1", "2"), 0), ("1-good.csv#1", "Or?", ("x", "y"), 1),
+        ("1-good.csv#2", "Which?", ("1", "2"), 0),  # a blank line is no record
+        ("2-wide.csv#0", "Which?", ("1", "2"), 0), ("2-wide.csv#2", "Which?", ("1", "2"), 0),
+        ("4-latin1.csv#0", "Which?", ("1", "2"), 0),
+    ]
+    assert [(e.source_key, e.reason) for e in quarantined] == [
+        ("2-wide.csv#1", "row has more cells than the header has columns"),
+        ("3-twice.csv", "header names a column twice"),
+        ("4-latin1.csv#1", "file is not UTF-8"),
+        ("5-missing.csv#0", "image file not found"),
+    ]
+    with pytest.raises(ImportSourceError, match="tsv: no .tsv files in"):
+        iter_import_records(parse_source_spec(f"tsv:{tmp_path / 'd'}"), store)
+
+
+def test_mmbench_on_the_hub_layout_reads_as_its_json(tmp_path, store, scemqa):
+    """MMBench as the Hub holds it (lmms-lab/MMBench: ``hint``, ``question``, columns ``A``-``D``
+    with None for absent options, ``answer``, an ``Image`` column) read by ``hf:`` with the same
+    mapping as the TSV: SceMQA's first 40 four-option questions."""
+    import datasets
+
+    reference, pictures = scemqa
+    chosen = [q for q in reference if len(q.choices) == 4 and q.problem_image][:40]
+    rows = [{"index": i, "hint": None, "question": q.problem, "answer": LETTERS[q.answer_idx],
+             **{letter: q.choices[k] for k, letter in enumerate("ABCD")}, "category": q.subject, "l2-category": q.skill,
+             "image": {"bytes": pictures[q.problem_image], "path": None}} for i, q in enumerate(chosen)]
+    assert chosen[0].answer_idx < 3
+    rows[0]["D"] = None  # a three-option row
+    features = datasets.Features({"index": datasets.Value("int64"), "hint": datasets.Value("string"),
+                                  "question": datasets.Value("string"), "answer": datasets.Value("string"),
+                                  **{letter: datasets.Value("string") for letter in "ABCD"},
+                                  "category": datasets.Value("string"), "l2-category": datasets.Value("string"),
+                                  "image": datasets.Image()})
+    (tmp_path / "mmbench" / "data").mkdir(parents=True)
+    datasets.Dataset.from_list(rows, features=features).to_parquet(tmp_path / "mmbench" / "data" / "dev-00000-of-00001.parquet")
+    questions, quarantined = read(f"hf:{tmp_path / 'mmbench'}?id=index&problem=[hint,question]&choices=[A,B,C,D]"
+                                  "&subject=category&skill=l2-category&answer_format=letter", store)
+    assert quarantined == []
+    assert [shown(q) for q in questions[1:]] == [shown(q) for q in chosen[1:]]
+    problem, choices, *rest = shown(chosen[0])
+    assert shown(questions[0]) == (problem, choices[:3], *rest)
