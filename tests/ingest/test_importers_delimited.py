@@ -195,3 +195,23 @@ def test_mmbench_on_the_hub_layout_reads_as_its_json(tmp_path, store, scemqa):
     assert [shown(q) for q in questions[1:]] == [shown(q) for q in chosen[1:]]
     problem, choices, *rest = shown(chosen[0])
     assert shown(questions[0]) == (problem, choices[:3], *rest)
+
+
+def test_a_picture_in_a_cell_is_read_and_the_csv_limit_is_left_as_it_was(tmp_path, store):
+    """A base64 picture longer than the csv module's 128 KiB field limit is read; the limit,
+    which is the whole process's, is the same after the import."""
+    from PIL import Image
+    import io
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    buffer = io.BytesIO()
+    Image.fromarray(rng.integers(0, 255, (300, 300, 3), dtype=np.uint8)).save(buffer, format="PNG")
+    picture = buffer.getvalue()
+    assert len(base64.b64encode(picture)) > 131_072
+    write(tmp_path / "big.tsv", [{"question": "Which?", "A": "x", "B": "y", "answer": "A",
+                                  "image": base64.b64encode(picture).decode()}], "\t")
+    limit = csv.field_size_limit()
+    questions, quarantined = read(f"tsv:{tmp_path / 'big.tsv'}?choices=[A,B]&subject='math'&skill='s'", store)
+    assert quarantined == [] and store.get(questions[0].problem_image) == picture
+    assert csv.field_size_limit() == limit

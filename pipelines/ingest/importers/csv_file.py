@@ -58,8 +58,6 @@ iter_tsv_records = _reader("tsv")
 
 def _iter_files(source: str, kind: str, source_name: str, files: list[Path], mapping: RowMapping,
                 roots: dict[Path, Path], images: ImageStore) -> Iterator[Record]:
-    if csv.field_size_limit() < MAX_CELL_CHARS:
-        csv.field_size_limit(MAX_CELL_CHARS)
     for path in files:
         yield from _iter_file(source, kind, path, mapping, roots[path.parent], images)
     yield from unused_field_entries(source, source_name, mapping)
@@ -77,7 +75,7 @@ def _iter_file(source: str, kind: str, path: Path, mapping: RowMapping, root: Pa
         position, header = -1, None
         while True:
             try:
-                cells = next(rows)
+                cells = _next_row(rows)
             except StopIteration:
                 return
             except UnicodeDecodeError as exc:
@@ -105,6 +103,16 @@ def _iter_file(source: str, kind: str, path: Path, mapping: RowMapping, root: Pa
                 continue
             row = {name: (cell if cell.strip() else None) for name, cell in zip(header, cells) if name}
             yield row_record(source, key, row, mapping, meta, root, images)
+
+
+def _next_row(rows) -> list[str]:
+    """The reader's next row, read with room for a picture in a cell; the csv module's limit is
+    the process's, so it is put back at once for every other reader."""
+    limit = csv.field_size_limit(MAX_CELL_CHARS)
+    try:
+        return next(rows)
+    finally:
+        csv.field_size_limit(limit)
 
 
 def _text_lines(f) -> Iterator[str]:
