@@ -158,8 +158,9 @@ def signature(text: str | None) -> str:
 
 _SEPARATOR_END = re.compile(r"[;,|；，、]\s*$")
 _LABEL_START = re.compile(r"^\s*(?:[(（][A-HＡ-Ｈ][)）]|[A-HＡ-Ｈ][.．:：、)）])")
-# another option's label inside an option: "... ; C. ...", "...(C) ..." after a separator or a sentence's end
-_LABEL_INSIDE = re.compile(r"(?:[;；,，|]|[.。?？!！]\s)\s*(?:[(（]([A-HＡ-Ｈ])[)）]|([A-HＡ-Ｈ])[.．:：、])(?:\s|$)")
+# another option's label, with its text, inside an option: "... ; C. There ...", "...(C) no ..." after a
+# separator or a sentence's end (a letter ending the option, "∠AB;C." or "shape ;B.", is its text)
+_LABEL_INSIDE = re.compile(r"(?:[;；,，|]|[.。?？!！]\s)\s*(?:[(（]([A-HＡ-Ｈ])[)）]|([A-HＡ-Ｈ])[.．:：、])\s+\S")
 
 
 def option_form(texts: list[str | None], originals: list[int] | None = None) -> dict[str, int]:

@@ -90,6 +90,8 @@ def test_option_form_faults_are_found_as_a_reader_sees_them():
     assert form(["A. musculus", "B. physalus", "C"], [2, 1, 0])["label_starts"] == 0  # at B by chance
     assert form(["A. 300", "B. 400"])["label_starts"] == 2
     assert form(["x; C. There is no obtuse angle.;", "b", "c"])["holding_labels"] == 1
+    # a letter ending an option is its text: the angle ABC, shape C
+    assert form(["There is an obtuse angle ∠AB;C.", "to get Shape ;C.", "c"])["holding_labels"] == 0
     assert form(["2", "3", "2 "])["identical"] == 1 and form(["$Mg$", "$mg$"])["identical"] == 0
     sign = corpus_quality.signature
     assert sign("Cone - 3cm - 4cm") == sign(r"Cone - \( 3 \mathrm{~cm}-4 \mathrm{~cm} \)")

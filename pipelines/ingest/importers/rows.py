@@ -369,7 +369,7 @@ def _check_options(texts: list[str] | None, count: int, mapping: RowMapping) -> 
     if count > mapping.max_options:
         raise RecordProblem(f"more options than max_options={mapping.max_options}", f"{count} options")
     for i, text in enumerate(texts or ()):
-        held = held_label(text, i, len(texts))
+        held = held_label(text, i)
         if held:
             raise RecordProblem(HELD_LABEL, one_line(held, 160))
 

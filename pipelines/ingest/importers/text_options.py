@@ -27,10 +27,13 @@ the last one's to the end. Its ends lose white space, separators (``;`` ``；`` 
 figure) is its letter, so it stays visible as a label.
 
 An option holds another option's label (``held_label``: We-Math's ``'; C. There is no obtuse
-angle.;'``, ``... to get Shape ;C.;``) when, outside math, its text has a separator (``;``
-``；`` ``|``) followed by a label and text (``; C. There``), or ends in a separator and the
-label of another option of the run (``;C.``). A comma is no such separator: ``points A, B, C.``
-is prose.
+angle.;'``) when, outside math, its text has a separator (``;`` ``；`` ``|``) followed by a label
+and text (``; C. There``). A comma is no such separator: ``points A, B, C.`` is prose. A letter
+at an option's end is its text (``... to get Shape ;C.``, ``... angle ∠AB;E.``): when the
+first-found run makes an option hold a label, or leaves one option without text among options
+with text, a later label of the same letter is tried (``_sound_run``), as a reader skips the
+``C.`` that ends a sentence; only when no such run exists is the label held (an option without
+text whose label is glued to the text before it, ``... Shape ;C.; D. ...``, is held by that text).
 """
 
 from __future__ import annotations
@@ -171,7 +174,6 @@ HELD_LABEL = "an option holds another option's label"  # the quarantine reason
 _SEPARATORS = ";,|；，"
 _LABEL_PUNCTUATION = ".．:：、"
 _HELD_RUN = re.compile(r"[;；|][ \t\u3000]*(?:[(（][A-ZＡ-Ｚ][)）]|[A-ZＡ-Ｚ][.．:：、)）])\s+\S")
-_HELD_END = re.compile(r"[;；|][ \t\u3000]*(?P<letter>[A-ZＡ-Ｚ])[.．]\Z")
 
 
 def _trimmed(text: str, start: int, end: int, regions: list[tuple[int, int]]) -> tuple[int, int]:
@@ -220,28 +222,96 @@ def read_options(text: str) -> OptionsText | None:
         run = with_glued
     if len(run) < 2:
         return None
-    options, held = [], None
-    letters = {label.index for label in run}
-    for label, following in zip(run, [*run[1:], None]):
-        end = following.start if following else len(text)
+    bodies = _bodies(text, run, regions)
+    if _defect(text, run, bodies, regions) is not None:
+        sound = _sound_run(text, run, labels, regions)
+        if sound is not None:
+            run, bodies = sound, _bodies(text, sound, regions)
+    options = [text[start:stop] or chr(ord("A") + label.index) for label, (start, stop) in zip(run, bodies)]
+    return OptionsText(text[: run[0].start].rstrip(), options, _defect(text, run, bodies, regions))
+
+
+def _bodies(text: str, run: list[_Label], regions: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(start, stop) of each option's text, trimmed (``_trimmed``)."""
+    ends = [label.start for label in run[1:]] + [len(text)]
+    return [_trimmed(text, label.end, end, regions) for label, end in zip(run, ends)]
+
+
+def _defect(text: str, run: list[_Label], bodies: list[tuple[int, int]], regions: list[tuple[int, int]]) -> str | None:
+    """Why this run cannot be the options (the held label, ``option B: '...'``), or None: an
+    option holds a label with text after it (``; C. There is ...``), or an option without text
+    among options with text has its label inside the text before it (``... Shape ;C.; D. ...``)."""
+    empty = [start == stop for start, stop in bodies]
+    for k, (label, (_, stop)) in enumerate(zip(run, bodies)):
+        held = _held_label(text, label.end, stop, regions)
+        if held is not None:
+            return f"option {chr(ord('A') + label.index)}: {held}"
+        if empty[k] and not all(empty) and k > 0 and not text[label.start - 1].isspace():
+            before = run[k - 1]
+            return f"option {chr(ord('A') + before.index)}: {text[before.end:label.end]!r}"
+    return None
+
+
+_SEARCH_READS = 8  # past reading the text this many times over, a text keeps its first-found run
+
+
+def _sound_run(text: str, run: list[_Label], labels: list[_Label], regions: list[tuple[int, int]]) -> list[_Label] | None:
+    """A run as long as ``run``, of labels of its kind, in which no option holds a label and
+    options are all with text or all without; the first such in reading order, or None.
+
+    The first label found of a letter can be that letter inside the option before it (We-Math's
+    ``A. ... angle ∠AB;E.; B. ... angle ∠AB;C.; C. There is no obtuse angle.``): the label a
+    reader reads is a later one."""
+    on_lines = all(label.line_start for label in run)
+    glued = any(label.glued for label in run)
+    by_letter = _by_letter([label for label in labels
+                            if (label.line_start if on_lines else label.strong) and (glued or not label.glued)])
+    read, budget = 0, _SEARCH_READS * len(text) + 10_000
+
+    def body(label: _Label, end: int) -> tuple[bool, bool]:
+        """(holds no label, is empty) of the option from ``label`` to ``end``."""
+        nonlocal read
+        read += end - label.end
+        if read > budget:
+            raise _GiveUp
         start, stop = _trimmed(text, label.end, end, regions)
-        options.append(text[start:stop] or chr(ord("A") + label.index))
-        if held is None:
-            held = _held_label(text, label.end, stop, regions, letters - {label.index})
-            if held is not None:
-                held = f"option {chr(ord('A') + label.index)}: {held}"
-    return OptionsText(text[: run[0].start].rstrip(), options, held)
+        return _held_label(text, label.end, stop, regions) is None, start == stop
+
+    def extend(chosen: list[_Label], empties: frozenset[bool]) -> list[_Label] | None:
+        if len(chosen) == len(run):
+            sound, empty = body(chosen[-1], len(text))
+            return chosen if sound and len(empties | {empty}) == 1 else None
+        starts, candidates = by_letter.get(chosen[-1].index + 1, ([], []))
+        for candidate in candidates[bisect_left(starts, chosen[-1].end):]:
+            sound, empty = body(chosen[-1], candidate.start)
+            if sound and len(empties | {empty}) == 1:
+                found = extend([*chosen, candidate], empties | {empty})
+                if found is not None:
+                    return found
+        return None
+
+    try:
+        for first in by_letter.get(0, ([], []))[1]:
+            if not first.glued:
+                found = extend([first], frozenset())
+                if found is not None:
+                    return found
+    except _GiveUp:
+        pass
+    return None
 
 
-def _held_label(text: str, start: int, stop: int, regions: list[tuple[int, int]], others: set[int]) -> str | None:
-    """The label that ``text[start:stop]`` (an option, separators before it kept) holds, if any."""
+class _GiveUp(Exception):
+    """``_sound_run`` read the text ``_SEARCH_READS`` times over."""
+
+
+def _held_label(text: str, start: int, stop: int, regions: list[tuple[int, int]]) -> str | None:
+    """The option ``text[start:stop]`` (separators before it kept), shown, when it holds a label
+    with text after it (``; C. There is ...``) outside math; else None."""
     body = text[start:stop]
     for match in _HELD_RUN.finditer(body):
         if not _inside(regions, start + match.start()):
             return repr(body)
-    end = _HELD_END.search(body)
-    if end and _letter_index(end.group("letter")) in others and not _inside(regions, start + end.start()):
-        return repr(body)
     return None
 
 
@@ -251,10 +321,10 @@ def split_options(text: str) -> tuple[str, list[str]] | None:
     return None if found is None else (found.stem, found.options)
 
 
-def held_label(option: str, own: int, count: int) -> str | None:
-    """``option`` (the option at ``own`` of ``count``, given as a list item) holds another
-    option's label (see the module docstring), or None."""
-    found = _held_label(option, 0, len(option), _math_regions(option), set(range(count)) - {own})
+def held_label(option: str, own: int) -> str | None:
+    """``option`` (the option at ``own``, given as a list item) holds another option's label
+    (see the module docstring), or None."""
+    found = _held_label(option, 0, len(option), _math_regions(option))
     return None if found is None else f"option {chr(ord('A') + own)}: {found}"
 
 
