@@ -52,7 +52,7 @@ def scemqa(tmp_path_factory):
     """SceMQA read by ``json:`` (the reference) and its pictures' bytes."""
     store = ImageStore(tmp_path_factory.mktemp("scemqa") / "images")
     questions, _ = read(SCEMQA, store)
-    assert len(questions) == 832
+    assert len(questions) == 833
     return questions, {q.problem_image: store.get(q.problem_image) for q in questions if q.problem_image}
 
 

@@ -15,9 +15,12 @@ makes the run longer than the runs without glued labels, and never starts one (`
 f(B)`` are notation). No label is ever inside math: ``$...$`` (within its line), ``\\(...\\)``,
 ``\\[...\\]`` as ``pipelines.tex_math.find_tex_math`` finds it, so a price is not
 math (``(A) $501k (B) $534k``: a dollar before a digit that is not closed as math), or after an
-unclosed ``\\begin{...}`` (options laid out in a table are not parsed).
-At the start of a line a lower-case letter (``c.``, an OCR slip) or a bare letter followed by a
-space (``B $F$ ...``) is a label too, when every label of the run starts a line.
+unclosed ``\\begin{...}``. Options laid out as the rows of a LaTeX table (its first cell the
+label, ``A & 稀盐酸 & …``) are the table's labels when the text has no run of labels outside it:
+the table stays in the stem (its header says what the cells are) and the options are A, B, ...
+At the start of a line a lower-case letter (``c.``, an OCR slip), a bare letter followed by a
+space (``B $F$ ...``) or a letter in brackets that do not pair (``(A} was used``, ``[B)``) is a
+label too, when every label of the run starts a line.
 
 The options are the longest run of labels A, B, C, ... in order (ties: the run that starts
 last, so a stem mentioning "(A)" does not count); each option's text runs to the next label,
@@ -49,7 +52,10 @@ _STRONG = re.compile(
     r"(?:(?P<open>[(（])(?P<inner>[A-ZＡ-Ｚ])[)）])"
     r"|(?:(?P<bare>[A-ZＡ-Ｚ])[.．)）:：、])"
 )
-_WEAK_AT_LINE_START = re.compile(r"(?m)^[ \t\u3000]*(?:(?P<lower>[a-z])[.．)）:：、]|(?P<spaced>[A-Z])[ \t](?=\S))")
+_WEAK_AT_LINE_START = re.compile(
+    r"(?m)^[ \t\u3000]*(?:(?P<lower>[a-z])[.．)）:：、]|(?P<spaced>[A-Z])[ \t](?=\S)"
+    r"|(?P<slip>[(\[{（](?P<slipped>[A-Z])[)\]}）]))"  # brackets that do not pair: SceMQA's "(A} was used"
+)
 _NOT_BEFORE_LABEL = re.compile(r"[A-Za-z\\_^{]")
 _ABBREVIATION_BEFORE = re.compile(r"(?:^|[^A-Za-z])[A-Z]\.\Z")  # the "S." of U.S.A.
 _PLACEHOLDER = re.compile(r"[ \t]*<image[ _]?(\d+)>", re.IGNORECASE)
@@ -120,10 +126,11 @@ def _labels(text: str, regions: list[tuple[int, int]]) -> list[_Label]:
         letter = match.group("inner") or match.group("bare")
         found[start] = _Label(start, match.end(), _letter_index(letter), True, at_line_start(start), glued)
     for match in _WEAK_AT_LINE_START.finditer(text):
-        group = "lower" if match.group("lower") else "spaced"
+        group = next(name for name in ("lower", "spaced", "slip") if match.group(name))
         start = match.start(group)
         if start not in found:
-            found[start] = _Label(start, match.end(), _letter_index(match.group(group)), False, True)
+            letter = match.group("slipped" if group == "slip" else group)
+            found[start] = _Label(start, match.end(), _letter_index(letter), False, True)
     begins = [m.start() for m in re.finditer(r"\\begin\{", text)]
     ends = [m.start() for m in re.finditer(r"\\end\{", text)]
     return [
@@ -221,7 +228,8 @@ def read_options(text: str) -> OptionsText | None:
     if len(with_glued) > len(run):
         run = with_glued
     if len(run) < 2:
-        return None
+        letters = _table_letters(text)
+        return OptionsText(text.rstrip(), letters, None) if letters else None
     bodies = _bodies(text, run, regions)
     if _defect(text, run, bodies, regions) is not None:
         sound = _sound_run(text, run, labels, regions)
@@ -229,6 +237,29 @@ def read_options(text: str) -> OptionsText | None:
             run, bodies = sound, _bodies(text, sound, regions)
     options = [text[start:stop] or chr(ord("A") + label.index) for label, (start, stop) in zip(run, bodies)]
     return OptionsText(text[: run[0].start].rstrip(), options, _defect(text, run, bodies, regions))
+
+
+_TABULAR = re.compile(r"\\begin\{(tabular\*?|array)\}(.*?)\\end\{\1\}", re.DOTALL)
+_ROW_DRESSING = re.compile(r"\\hline|\\(?:mathrm|text|textbf|mathbf)\s*|[{}$\s]")
+_ROW_LABEL = re.compile(r"^[(（]?([A-Z])[)）]?[.．:：、]?$")
+
+
+def _table_letters(text: str) -> list[str] | None:
+    r"""The labels of options laid out as the rows of a LaTeX table, whose first cell is the
+    row's label (GAOKAO-MM: ``选项 & (1)中物质 & … \\ A & 稀盐酸 & …``, ``$\mathrm{B}$ & …``):
+    A, B, C, ... in order, two or more; the rows' cells are the options, read with the table's
+    header, so the table stays in the question and the options are its labels."""
+    best: list[str] = []
+    for table in _TABULAR.finditer(text):
+        letters: list[str] = []
+        for row in table.group(2).split("\\\\"):
+            cell = _ROW_DRESSING.sub("", row.split("&")[0])
+            label = _ROW_LABEL.match(cell)
+            if label and ord(label.group(1)) - ord("A") == len(letters):
+                letters.append(label.group(1))
+        if len(letters) >= 2 and len(letters) >= len(best):
+            best = letters
+    return best or None
 
 
 def _bodies(text: str, run: list[_Label], regions: list[tuple[int, int]]) -> list[tuple[int, int]]:
