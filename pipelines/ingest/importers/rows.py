@@ -50,11 +50,12 @@ list of image paths under ``choice_images``. Two options identical but for white
 option holding another option's label (``; C. ...``, see ``text_options.py``), quarantine the
 question (``identical options``, ``an option holds another option's label``). An image is a path (a list of one path is that
 path; a path without a suffix such as ``Math/1`` finds ``Math/1.png`` or ``Math/1.jpg`` when
-exactly one exists) or, from ``python:`` sources, bytes. A question with several images
-cannot be held by the STEM schema (one problem image) and is quarantined as
-``several images``, unless it has no options of its own and ``image_options`` says how its
-pictures are its options; an answer naming several options is quarantined too
-(``several answers``).
+exactly one exists) or, from ``python:`` sources, bytes, or the picture itself written as base64
+or a data URI. A question with several images and options with text of its own shows them as one
+figure (one problem image in the STEM schema), joined in source order, unless its text names
+them by placeholder (``<image 2>``); otherwise several images are quarantined as ``several
+images``, unless ``image_options`` says how the pictures are the options; an answer naming
+several options is quarantined too (``several answers``).
 Placeholders ``<image1>`` / ``<image 1>`` are removed from the texts (the image is the
 question's figure). Their numbers are not checked here: against one mapped picture field they
 prove nothing (a competition's one picture often holds the panels ``<image1>`` and ``<image2>``
@@ -374,6 +375,11 @@ def _check_options(texts: list[str] | None, count: int, mapping: RowMapping) -> 
             raise RecordProblem(HELD_LABEL, one_line(held, 160))
 
 
+def _only_letters(texts: list[str]) -> bool:
+    """Every option is its own letter (``A`` ``B`` ``C``): options drawn elsewhere."""
+    return all(text.strip() == chr(ord("A") + k) for k, text in enumerate(texts))
+
+
 def _pictures(value: Any) -> list[Any]:
     """The image field's pictures (paths or bytes): none, one, or a list of them."""
     if value is None or value == "":
@@ -432,9 +438,17 @@ def row_question(
         raise RecordProblem("choice_images are not a list", type(image_paths).__name__)
     image: Any = pictures[0] if len(pictures) == 1 else None
     joined: list[Any] | None = None  # pictures to join into the problem figure
-    if len(pictures) > 1:
-        if texts is not None or image_paths is not None or mapping.image_options is None:
-            hint = "" if texts is not None or image_paths is not None else " and no options (see image_options)"
+    if len(pictures) > 1 and texts is not None and image_paths is None and not _only_letters(texts):
+        # options with text of their own: every picture is the figure, joined in source order as
+        # a page shows them, unless the text names them by number (<image 2>), which one
+        # figure cannot keep apart (options that are only letters may be the pictures themselves)
+        if strip_placeholders(problem)[1]:
+            raise RecordProblem("several images", f"{len(pictures)} images named by placeholders in the text")
+        joined = pictures
+    elif len(pictures) > 1:
+        if image_paths is not None or mapping.image_options is None:
+            hint = ("" if image_paths is not None else " and no options (see image_options)" if texts is None
+                    else " and options that are only letters (see image_options)")
             raise RecordProblem("several images", f"{len(pictures)} images{hint}")
         mapping.image_options.check_fits(len(pictures))
         if mapping.image_options.mode == "labelled":
