@@ -6,8 +6,8 @@ files change detection watches, and how its records are read. Every module of
 ``pipelines/ingest/importers/`` is imported when the kinds are first needed, so adding a
 file source is one module there::
 
-    @register_source("csv", usage="csv:PATH", query=True, watch=watch_data_file)
-    def iter_csv_records(spec: SourceSpec, images: ImageStore) -> Iterator[Record]:
+    @register_source("yaml", usage="yaml:PATH", query=True, watch=watch_data_file)
+    def iter_yaml_records(spec: SourceSpec, images: ImageStore) -> Iterator[Record]:
         ...
 
 The web kinds (``demo`` and ``http://``) are crawled, then parsed by ``pipelines.ingest.stage``;

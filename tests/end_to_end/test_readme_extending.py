@@ -41,31 +41,30 @@ def import_as_module(tmp_path: Path, name: str, text: str):
 
 
 @pytest.fixture
-def csv_kind(tmp_path):
+def yaml_kind(tmp_path):
     sources.source_kinds()
-    import_as_module(tmp_path, "readme_csv_source", block_for("pipelines/ingest/importers/csv_file.py"))
-    yield sources.source_kind("csv")
-    sources._KINDS.pop("csv", None)
-    sys.modules.pop("readme_csv_source", None)
+    import_as_module(tmp_path, "readme_yaml_source", block_for("pipelines/ingest/importers/yaml_file.py"))
+    yield sources.source_kind("yaml")
+    sources._KINDS.pop("yaml", None)
+    sys.modules.pop("readme_yaml_source", None)
 
 
-def test_the_readme_source_kind_registers_parses_watches_and_lands(csv_kind, tmp_path):
-    assert csv_kind is not None and csv_kind.usage in sources.expected_sources()
+def test_the_readme_source_kind_registers_parses_watches_and_lands(yaml_kind, tmp_path):
+    assert yaml_kind is not None and yaml_kind.usage in sources.expected_sources()
     data = tmp_path / "quiz"
     data.mkdir()
-    (data / "quiz.csv").write_text(
-        "id,question,options,answer,skill\n"
-        "1,How many legs has a cat?,2|4|6,B,counting\n"
-        "2,How many wheels has a bicycle?,1|2|3,B,counting\n"
-        "3,A row without options,,A,counting\n"
+    (data / "quiz.yaml").write_text(
+        '- {id: 1, question: "How many legs has a cat?", options: ["2", "4", "6"], answer: B, skill: counting}\n'
+        '- {id: 2, question: "How many wheels has a bicycle?", options: ["1", "2", "3"], answer: B, skill: counting}\n'
+        "- {id: 3, question: A row without options, answer: A, skill: counting}\n"
     )
-    spec = parse_source_spec(f"csv:{data / 'quiz.csv'}?subject='math'")
-    assert (spec.kind, spec.is_web) == ("csv", False)
+    spec = parse_source_spec(f"yaml:{data / 'quiz.yaml'}?subject='math'")
+    assert (spec.kind, spec.is_web) == ("yaml", False)
     with pytest.raises(SourceSpecError, match="does not exist"):
-        parse_source_spec(f"csv:{data / 'missing.csv'}")
+        parse_source_spec(f"yaml:{data / 'missing.yaml'}")
     home = DataHome(tmp_path / "home")
     home.root.mkdir()
-    assert source_files(spec, home) == [data / "quiz.csv"]
+    assert source_files(spec, home) == [data / "quiz.yaml"]
     outcome = land_source(spec, home, ImageStore(home.images))
     assert (outcome.questions, outcome.quarantined) == (2, 1)
     questions = pl.read_parquet(outcome.question_file)

@@ -324,11 +324,12 @@ def test_image_paths_without_suffix_lists_and_placeholders(tmp_path, store):
         q("Two?", image="Math/2"),
         q("None?", image="Math/3"),
         q("One in a list <image1>", image=["Math/1.jpg"]),
-        q("Two in a list", image=["Math/1.jpg", "Math/2.png"]),
+        q("Two in a list", image=["Math/1.jpg", "Math/2.png"], options=["red", "blue"]),
         q("Refers to <image2>", image="Math/1"),
         q("Empty list", image=[]),
-        q("<image 1> and <image 2>: which?", image=["Math/1.jpg", "Math/2.png"]),
+        q("<image 1> and <image 2>: which?", image=["Math/1.jpg", "Math/2.png"], options=["red", "blue"]),
         {**q("Which is option A?", image=["Math/1.jpg", "Math/2.png"]), "options": ["A", "B"]},
+        {**q("Which graph?", image=["Math/1.jpg", "Math/2.png"]), "options": ["picture 1", "picture 2"]},
     ]
     questions, quarantined = read(f"json:{write_json(tmp_path / 'q.json', rows)}", store)
     # one mapped picture: a placeholder's number proves nothing (the picture may hold both panels);
@@ -346,8 +347,9 @@ def test_image_paths_without_suffix_lists_and_placeholders(tmp_path, store):
         ("q.json#2", "image file not found", "Math/3"),
         # one figure cannot keep pictures apart that the text names by number
         ("q.json#7", "several images", "2 images named by placeholders in the text"),
-        # options that are only letters may be the pictures themselves: image_options says how
-        ("q.json#8", "several images", "2 images and options that are only letters (see image_options)"),
+        # options that only name pictures may be the pictures themselves: image_options says how
+        ("q.json#8", "several images", "2 images and options that only name pictures (see image_options)"),
+        ("q.json#9", "several images", "2 images and options that only name pictures (see image_options)"),
     ]
 
 
@@ -653,9 +655,10 @@ def test_image_options_rules(tmp_path, store):
         q("<image 4> Which graph?", options=None, image=["0.png", "1.png", "2.png", "3.png"], answer="B"),
         q("Which with figure?", options=None, image=[f"{i}.png" for i in range(5)], answer="A"),
         q("Three pictures?", options=None, image=["0.png", "1.png", "2.png"]),
-        q("Two figures and text options", image=["0.png", "1.png"]),
+        q("Two figures and text options", image=["0.png", "1.png"], options=["red", "green"]),
         q("Six pictures?", options=None, image=[f"{i}.png" for i in range(5)] + ["0.png"]),
         q("Clear?", options=None, image=["clear.png", "0.png", "1.png", "2.png"], answer="D"),
+        q("Two pictures and options a, b", image=["0.png", "1.png"]),  # the pictures may be options a and b
     ]
     data = write_json(tmp_path / "q.json", rows)
     questions, quarantined = read(f"json:{data}?image_options=labelled:4", store)
@@ -669,6 +672,7 @@ def test_image_options_rules(tmp_path, store):
     assert [(e.source_key, e.reason, e.detail) for e in quarantined] == [
         ("q.json#2", PICTURES_DO_NOT_FIT, "3 pictures; image_options=labelled:4 takes 4 or 5"),
         ("q.json#4", PICTURES_DO_NOT_FIT, "6 pictures; image_options=labelled:4 takes 4 or 5"),
+        ("q.json#6", PICTURES_DO_NOT_FIT, "2 pictures; image_options=labelled:4 takes 4 or 5"),
     ]
     questions, quarantined = read(f"json:{data}?image_options=ordered:4", store)
     got = {x.source_key: x for x in questions}
@@ -677,6 +681,7 @@ def test_image_options_rules(tmp_path, store):
     questions, quarantined = read(f"json:{data}", store)  # the default: no picture is an option
     assert [x.source_key for x in questions] == ["q.json#3"] and {e.reason for e in quarantined} == {"several images"}
     assert quarantined[0].detail == "4 images and no options (see image_options)"
+    assert quarantined[-1].detail == "2 images and options that only name pictures (see image_options)"
     for bad in ("labelled", "labelled:6", "ordered:1", "auto", "labelled:four"):
         with pytest.raises(ImportSourceError, match="image_options="):
             iter_import_records(parse_source_spec(f"json:{data}?image_options={bad}"), store)

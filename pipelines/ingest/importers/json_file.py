@@ -14,6 +14,15 @@ in name order. A file is one of:
   objects of arrays or of objects only (``{"Math": {"questions": [...]}}``) is no such object:
   it is refused as a file without records, and ``records=Math.questions`` reads it.
 
+- one record (IconQA's ``<id>/data.json``, a folder per question): an object holding the
+  question text as a field of its own (``problem`` as mapped, or a default name) and no array of
+  objects; its ``source_key`` is the file's name, and ``_key`` the name without ``.json``.
+
+``files=PATTERN`` reads the files under PATH that match a glob pattern, in name order
+(``files=*/data.json``; ``**`` reaches any depth), each named by its path under PATH, so a
+folder per question keys every question apart; a constant picture path finds the picture beside
+each file (``image='image.png'``).
+
 ``records=KEY`` reads only the array, or the object of records, at KEY (a dotted name reaches
 into nested objects: GAOKAO-MM's ``{"keywords": ..., "example": [...]}`` is ``records=example``).
 The pseudo-field ``_file`` is the file's name without ``.json``.
@@ -31,13 +40,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 from pipelines.store.images import ImageStore
 from pipelines.store.records import QuarantineEntry, Record
 from pipelines.ingest.sources import register_source
 from pipelines.ingest.spec import SourceSpec
-from pipelines.ingest.importers.common import STAGE, one_line
+from pipelines.ingest.importers.common import STAGE, ImportSourceError, one_line
 from pipelines.ingest.importers.paths import find_data_files
 from pipelines.ingest.importers.rows import RowMapping, image_folder, row_record, unused_field_entries, watched_data_files
 
@@ -46,50 +55,76 @@ MAX_JSON_BYTES = 1 << 30
 _NO_RECORDS = object()
 
 
-def find_json_files(location: str | Path) -> list[Path]:
-    """The data files of a ``json:`` source: the file itself, or a folder's ``*.json`` files."""
-    return find_data_files("json", location)
+def find_json_files(location: str | Path, pattern: str | None = None) -> list[Path]:
+    """The data files of a ``json:`` source: the file itself, or a folder's ``*.json`` files, or
+    with ``files=PATTERN`` the folder's files matching the glob pattern (``*/data.json``,
+    ``**/*.json``), in name order."""
+    if not pattern:
+        return find_data_files("json", location)
+    folder = Path(location)
+    if not folder.is_dir():
+        raise ImportSourceError(f"json: files={pattern} needs a folder; {folder} is not one")
+    if Path(pattern).is_absolute() or ".." in Path(pattern).parts:
+        raise ImportSourceError(f"json: files={pattern} must stay inside {folder}")
+    files = sorted(p for p in folder.glob(pattern) if p.is_file() and not p.name.startswith("."))
+    if not files:
+        raise ImportSourceError(f"json: no files match {pattern} in {folder}")
+    return files
 
 
 def watch_json(spec: SourceSpec, exclude: Path) -> list[Path] | None:
-    return watched_data_files(spec, find_json_files(spec.location), exclude)
+    return watched_data_files(spec, find_json_files(spec.location, spec.options.get("files")), exclude)
 
 
 @register_source("json", usage="json:PATH", query=True, watch=watch_json)
 def iter_json_records(spec: SourceSpec, images: ImageStore) -> Iterator[Record]:
-    files = find_json_files(spec.location)
-    mapping = RowMapping(spec.options, "json", extra_settings=("records",))  # raises before iteration starts
+    pattern = spec.options.get("files") or None
+    files = find_json_files(spec.location, pattern)
+    mapping = RowMapping(spec.options, "json", extra_settings=("records", "files"))  # raises before iteration starts
     records_key = spec.options.get("records") or None
     roots = {folder: image_folder(mapping, folder) for folder in {f.parent for f in files}}
-    return _iter_files(spec.text, Path(spec.location).name, files, mapping, records_key, roots, images)
+    # files found by a pattern may share a name (one folder per question): each is named by its path
+    names = {f: f.relative_to(spec.location).as_posix() if pattern else f.name for f in files}
+    return _iter_files(spec.text, Path(spec.location).name, files, names, mapping, records_key, roots, images)
 
 
 def _iter_files(
     source: str,
     source_name: str,
     files: list[Path],
+    names: dict[Path, str],
     mapping: RowMapping,
     records_key: str | None,
     roots: dict[Path, Path],
     images: ImageStore,
 ) -> Iterator[Record]:
     for path in files:
+        name = names[path]
         try:
-            arrays = _record_arrays(path, records_key)
+            arrays = _record_arrays(path, records_key, mapping.names["problem"])
         except _FileProblem as problem:
-            yield QuarantineEntry(source, path.name, STAGE, problem.reason, problem.detail)
+            yield QuarantineEntry(source, name, STAGE, problem.reason, problem.detail)
+            continue
+        if isinstance(arrays, _OneRecord):  # the file is one question: keyed by its name
+            record_key = name.rsplit(".", 1)[0]
+            meta = {"_file": path.stem, "_key": record_key, "_record_key": record_key}
+            yield row_record(source, name, arrays.record, mapping, meta, roots[path.parent], images)
             continue
         for key, rows in arrays:
             if isinstance(rows, dict):  # an object of records: each filed under its own key
                 for record_key, row in rows.items():
                     meta = {"_file": path.stem, "_key": record_key, "_record_key": record_key}
-                    yield row_record(source, f"{path.name}#{record_key}", row, mapping, meta, roots[path.parent], images)
+                    yield row_record(source, f"{name}#{record_key}", row, mapping, meta, roots[path.parent], images)
                 continue
             meta = {"_file": path.stem, "_key": key}
-            prefix = f"{path.name}#" if key is None or records_key else f"{path.name}#{key}/"
+            prefix = f"{name}#" if key is None or records_key else f"{name}#{key}/"
             for position, row in enumerate(rows):
                 yield row_record(source, f"{prefix}{position}", row, mapping, meta, roots[path.parent], images)
     yield from unused_field_entries(source, source_name, mapping)
+
+
+class _OneRecord(NamedTuple):
+    record: dict
 
 
 class _FileProblem(Exception):
@@ -114,19 +149,33 @@ def looks_like_records(value: Any) -> bool:
     )
 
 
-def _record_arrays(path: Path, records_key: str | None) -> list[tuple[str | None, list[Any] | dict[str, Any]]]:
-    """(key, records) of every array of records in the file, key None for a top-level array;
-    or (None, the object) for an object of records keyed by id."""
+def _document(path: Path) -> Any:
     try:
         size = path.stat().st_size
         if size > MAX_JSON_BYTES:
             raise _FileProblem(f"JSON file larger than {MAX_JSON_BYTES} bytes", f"{size} bytes")
         with open(path, "rb") as f:
-            document = json.loads(f.read().decode("utf-8-sig"))
+            return json.loads(f.read().decode("utf-8-sig"))
     except (ValueError, RecursionError) as exc:
         raise _FileProblem("malformed JSON file", one_line(exc, 200)) from None
     except OSError as exc:
         raise _FileProblem("unreadable JSON file", one_line(exc.strerror or exc, 200)) from None
+
+
+def is_one_record(document: Any, question_names: tuple[str, ...]) -> bool:
+    """The file is one question (IconQA's ``<id>/data.json``): an object whose question text is
+    a field of its own and none of whose arrays holds objects (a wrapper's arrays hold records)."""
+    return (
+        isinstance(document, dict)
+        and any(isinstance(document.get(name), str) for name in question_names)
+        and not any(isinstance(value, list) and any(isinstance(item, dict) for item in value) for value in document.values())
+    )
+
+
+def _record_arrays(path: Path, records_key: str | None, question_names: tuple[str, ...]):
+    """(key, records) of every array of records in the file, key None for a top-level array;
+    or (None, the object) for an object of records keyed by id; or the one record the file is."""
+    document = _document(path)
     if records_key:
         found = _find(document, records_key)
         if found is _NO_RECORDS:
@@ -138,6 +187,8 @@ def _record_arrays(path: Path, records_key: str | None) -> list[tuple[str | None
         return [(records_key, found)]
     if isinstance(document, list):
         return [(None, document)]
+    if is_one_record(document, question_names):
+        return _OneRecord(document)
     if isinstance(document, dict):
         arrays = [(str(key), value) for key, value in document.items() if isinstance(value, list)]
         if arrays:

@@ -375,9 +375,17 @@ def _check_options(texts: list[str] | None, count: int, mapping: RowMapping) -> 
             raise RecordProblem(HELD_LABEL, one_line(held, 160))
 
 
-def _only_letters(texts: list[str]) -> bool:
-    """Every option is its own letter (``A`` ``B`` ``C``): options drawn elsewhere."""
-    return all(text.strip() == chr(ord("A") + k) for k, text in enumerate(texts))
+_PICTURE_NAME = re.compile(
+    r"[(（\[]?\s*(?:(?:picture|image|figure|fig\.?|图|<image)\s*[(（]?\s*[A-Za-z0-9]{1,2}|[A-Za-z]|[甲乙丙丁戊己])"
+    r"\s*[)）\]>]?\s*[.．]?",
+    re.IGNORECASE,
+)
+
+
+def _names_pictures_only(texts: list[str]) -> bool:
+    """Every option only names a picture (``A``, ``(b)``, ``picture 2``, ``图3``, ``甲``; a bare
+    number is a value): the pictures may be the options themselves, so they are not one figure."""
+    return all(_PICTURE_NAME.fullmatch(text.strip()) for text in texts)
 
 
 def _pictures(value: Any) -> list[Any]:
@@ -438,17 +446,17 @@ def row_question(
         raise RecordProblem("choice_images are not a list", type(image_paths).__name__)
     image: Any = pictures[0] if len(pictures) == 1 else None
     joined: list[Any] | None = None  # pictures to join into the problem figure
-    if len(pictures) > 1 and texts is not None and image_paths is None and not _only_letters(texts):
+    if len(pictures) > 1 and texts is not None and image_paths is None and not _names_pictures_only(texts):
         # options with text of their own: every picture is the figure, joined in source order as
         # a page shows them, unless the text names them by number (<image 2>), which one
-        # figure cannot keep apart (options that are only letters may be the pictures themselves)
+        # figure cannot keep apart (options that only name pictures may be the pictures themselves)
         if strip_placeholders(problem)[1]:
             raise RecordProblem("several images", f"{len(pictures)} images named by placeholders in the text")
         joined = pictures
     elif len(pictures) > 1:
         if image_paths is not None or mapping.image_options is None:
             hint = ("" if image_paths is not None else " and no options (see image_options)" if texts is None
-                    else " and options that are only letters (see image_options)")
+                    else " and options that only name pictures (see image_options)")
             raise RecordProblem("several images", f"{len(pictures)} images{hint}")
         mapping.image_options.check_fits(len(pictures))
         if mapping.image_options.mode == "labelled":

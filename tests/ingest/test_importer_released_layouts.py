@@ -1,7 +1,8 @@
-"""``csv:`` and ``tsv:`` sources, options spread over fields (``choices=[A,B,C,D]``), option lists
-written as list literals in a text, and pictures written in their field (base64, data URIs):
-the layout VLMEvalKit ships benchmarks in (MMBench, SEED-Bench, AI2D, MMStar), built here from
-SceMQA's real texts and figures and read back as ``json:`` reads the original."""
+"""Layouts of released corpora, built here from SceMQA's real texts and figures and read back as
+``json:`` reads the original: ``csv:`` and ``tsv:`` sources, options spread over fields
+(``choices=[A,B,C,D]``), option lists written as list literals in a text and pictures written in
+their field (base64, data URIs), as VLMEvalKit ships benchmarks (MMBench, SEED-Bench, AI2D,
+MMStar) and the Hub holds MMBench; and a folder per question (IconQA's ``<id>/data.json``)."""
 
 from __future__ import annotations
 
@@ -215,3 +216,45 @@ def test_a_picture_in_a_cell_is_read_and_the_csv_limit_is_left_as_it_was(tmp_pat
     questions, quarantined = read(f"tsv:{tmp_path / 'big.tsv'}?choices=[A,B]&subject='math'&skill='s'", store)
     assert quarantined == [] and store.get(questions[0].problem_image) == picture
     assert csv.field_size_limit() == limit
+
+
+def test_a_folder_per_question_reads_as_its_json(tmp_path, store, scemqa):
+    """IconQA's layout: ``<id>/data.json`` holding one question and ``<id>/image.png`` beside it,
+    named by no field; ``files=*/data.json`` and a constant picture path read SceMQA's first 30
+    pictured questions written so, each keyed by its folder."""
+    reference, pictures = scemqa
+    chosen = [q for q in reference if q.problem_image][:30]
+    for i, q in enumerate(chosen):
+        folder = tmp_path / "iconqa" / f"{100 + i}"
+        folder.mkdir(parents=True)
+        (folder / "data.json").write_text(json.dumps(
+            {"question": q.problem, "choices": list(q.choices), "answer": q.answer_idx, "ques_type": "choose_txt",
+             "grade": "grade5", "label": q.skill}, ensure_ascii=False))
+        (folder / "image.png").write_bytes(pictures[q.problem_image])
+    (tmp_path / "iconqa" / "README.json").write_text(json.dumps({"note": "not a question"}))
+    spec = (f"json:{tmp_path / 'iconqa'}?files=*/data.json&image='image.png'&subject='math'&skill=label"
+            "&answer_format=index")
+    questions, quarantined = read(spec, store)
+    assert quarantined == []
+    assert [(q.source_key, q.extra) for q in questions[:2]] == [("100/data.json", {"id": "100/data"}),
+                                                                 ("101/data.json", {"id": "101/data"})]
+    assert [(q.problem, q.choices, q.answer_idx, q.problem_image, q.skill) for q in questions] == [
+        (q.problem, q.choices, q.answer_idx, q.problem_image, q.skill) for q in chosen]
+    with pytest.raises(ImportSourceError, match="json: no files match \\*/question.json in"):
+        iter_import_records(parse_source_spec(f"json:{tmp_path / 'iconqa'}?files=*/question.json"), store)
+    with pytest.raises(ImportSourceError, match="must stay inside"):
+        iter_import_records(parse_source_spec(f"json:{tmp_path / 'iconqa'}?files=../*/data.json"), store)
+
+
+def test_one_record_files_and_wrappers_of_records_are_told_apart(tmp_path, store):
+    """A file holding one question has its text as a field and no array of objects; a wrapper
+    with a text beside its array of records (``"text": "about"``) is still a wrapper."""
+    (tmp_path / "a.png").write_bytes(real_png(1))
+    (tmp_path / "one.json").write_text(json.dumps({"question": "Which?", "options": ["1", "2"], "answer": 1,
+                                                   "image": "a.png", "tags": ["x"]}))
+    (tmp_path / "wrapper.json").write_text(json.dumps({"text": "Questions from 2024", "items": [
+        {"question": "Or?", "options": ["3", "4"], "answer": 0, "image": "a.png"}]}))
+    questions, quarantined = read(f"json:{tmp_path}?subject='math'&skill='s'", store)
+    assert [(q.source_key, q.problem, q.choices, q.answer_idx) for q in questions] == [
+        ("one.json", "Which?", ("1", "2"), 1), ("wrapper.json#items/0", "Or?", ("3", "4"), 0)]
+    assert quarantined == []
