@@ -59,21 +59,31 @@ def scemqa(tmp_path_factory):
 
 def test_scemqa_as_a_vlmevalkit_tsv_reads_as_its_json(tmp_path, store, scemqa):
     """Every SceMQA question written as VLMEvalKit writes MMBench (options in columns A-E, empty
-    where a question has fewer, an empty hint column, the picture as base64) comes back as the
-    ``json:`` reading of the original: the same texts, options, keys and picture bytes."""
+    where a question has fewer, an empty hint column, the picture as base64, once: a row showing
+    a picture already written holds the index of the row that has it) comes back as the ``json:``
+    reading of the original: the same texts, options, keys and picture bytes."""
     reference, pictures = scemqa
-    rows = []
+    rows, first_with = [], {}
     for i, q in enumerate(reference):
+        # a picture is written once: a later row showing it holds the index of the row that has it
+        has_it = first_with.setdefault(q.problem_image, str(1000 + i)) if q.problem_image else None
         rows.append({"index": str(1000 + i), "hint": "", "question": q.problem,
                      **{letter: q.choices[k] if k < len(q.choices) else "" for k, letter in enumerate(LETTERS)},
                      "answer": LETTERS[q.answer_idx], "category": q.subject, "l2-category": q.skill,
-                     "image": base64.b64encode(pictures[q.problem_image]).decode() if q.problem_image else ""})
+                     "image": "" if has_it is None else has_it if has_it != str(1000 + i)
+                     else base64.b64encode(pictures[q.problem_image]).decode()})
     assert sum(not r["E"] for r in rows) > 100 and sum(bool(r["E"]) for r in rows) > 100  # both kinds are here
+    named = [k for k, r in enumerate(rows) if 0 < len(r["image"]) <= 64]
+    assert len(named) >= 5
+    # and one picture held by a row further down than the row naming it
+    k = named[0]
+    holder = next(j for j, r in enumerate(rows) if r["index"] == rows[k]["image"])
+    rows[k]["image"], rows[holder]["image"] = rows[holder]["image"], rows[k]["index"]
     write(tmp_path / "scemqa.tsv", rows, "\t")
     questions, quarantined = read(f"tsv:{tmp_path / 'scemqa.tsv'}?id=index&problem=[hint,question]&choices=[A,B,C,D,E]"
                                   "&subject=category&skill=l2-category&answer_format=letter", store)
     assert quarantined == []
-    assert [shown(q) for q in questions] == [shown(q) for q in reference]
+    assert sorted(shown(q) for q in questions) == sorted(shown(q) for q in reference)
     assert [q.source_key for q in questions[:2]] == ["scemqa.tsv#0", "scemqa.tsv#1"]
     assert questions[0].extra == {"id": "1000"}
     assert all(store.get(q.problem_image) == pictures[q.problem_image] for q in questions if q.problem_image)

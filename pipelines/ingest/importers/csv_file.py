@@ -11,8 +11,10 @@ is how VLMEvalKit ships its benchmarks (MMBench, SEED-Bench, AI2D, MMStar: ``ind
 Cells are text: an empty cell is no value; a cell holding a JSON or Python list
 (``["1", "2"]``) is read as that list where a list is expected (``choices=options``). Pictures
 are paths relative to the file's folder (or ``image_root``), or the picture itself as base64 or
-a ``data:image/...;base64,`` URI. The mapping, its settings and how a row becomes a question
-are those of ``rows.py`` (shared with ``jsonl:`` and ``json:``).
+a ``data:image/...;base64,`` URI; VLMEvalKit writes a picture once, and a row whose picture cell
+holds another row's id (64 characters at most) shows that row's picture (``_SharedPictures``).
+The mapping, its settings and how a row becomes a question are those of ``rows.py`` (shared with
+``jsonl:`` and ``json:``).
 
 A file whose header names a column twice, that is not UTF-8, or that the ``csv`` module cannot
 parse from some row on, is quarantined from there with the line number; a row with more cells
@@ -25,12 +27,12 @@ import csv
 from pathlib import Path
 from typing import Iterator
 
-from pipelines.store.images import ImageStore, MAX_IMAGE_BYTES
+from pipelines.store.images import MAX_IMAGE_BYTES, ImageRejected, ImageStore
 from pipelines.store.records import QuarantineEntry, Record
 from pipelines.ingest.sources import register_source
 from pipelines.ingest.spec import SourceSpec
 from pipelines.ingest.importers.common import STAGE, one_line
-from pipelines.ingest.importers.paths import find_data_files
+from pipelines.ingest.importers.paths import find_data_files, image_in_text
 from pipelines.ingest.importers.rows import RowMapping, image_folder, row_record, unused_field_entries, watched_data_files
 
 # A cell may hold a picture as base64 (4/3 of its bytes); the csv module's default limit is 128 KiB.
@@ -70,39 +72,93 @@ def _iter_file(source: str, kind: str, path: Path, mapping: RowMapping, root: Pa
     except OSError as exc:
         yield QuarantineEntry(source, path.name, STAGE, f"unreadable {kind.upper()} file", one_line(exc.strerror or exc, 200))
         return
+    shared, pending = _SharedPictures(mapping, images), []
     with f:
-        rows = csv.reader(_text_lines(f), delimiter=DELIMITERS[kind])
-        position, header = -1, None
-        while True:
+        yield from _iter_rows(source, kind, path, f, mapping, meta, root, images, shared, pending)
+    for key, row in pending:
+        yield row_record(source, key, shared.resolved(row, meta), mapping, meta, root, images)
+
+
+def _iter_rows(source: str, kind: str, path: Path, f, mapping: RowMapping, meta: dict, root: Path, images: ImageStore,
+               shared: "_SharedPictures", pending: list) -> Iterator[Record]:
+    rows = csv.reader(_text_lines(f), delimiter=DELIMITERS[kind])
+    position, header = -1, None
+    while True:
+        try:
+            cells = _next_row(rows)
+        except StopIteration:
+            return
+        except UnicodeDecodeError as exc:
+            yield QuarantineEntry(source, f"{path.name}#{position + 1}", STAGE, "file is not UTF-8",
+                                  f"from line {rows.line_num + 1}: {one_line(exc, 120)}")
+            return
+        except csv.Error as exc:
+            yield QuarantineEntry(source, f"{path.name}#{position + 1}", STAGE, f"malformed {kind.upper()}",
+                                  f"from line {rows.line_num}: {one_line(exc, 120)}")
+            return
+        if header is None:
+            header = [name.strip() for name in cells]
+            repeated = sorted({name for name in header if name and header.count(name) > 1})
+            if repeated:
+                yield QuarantineEntry(source, path.name, STAGE, "header names a column twice", ", ".join(repeated)[:200])
+                return
+            continue
+        if not any(cell.strip() for cell in cells):
+            continue  # a blank line is not a record
+        position += 1
+        key = f"{path.name}#{position}"
+        if len(cells) > len(header):
+            yield QuarantineEntry(source, key, STAGE, "row has more cells than the header has columns",
+                                  f"line {rows.line_num}: {len(cells)} cells, {len(header)} columns")
+            continue
+        row = {name: (cell if cell.strip() else None) for name, cell in zip(header, cells) if name}
+        shared.remember(row, meta)
+        if shared.names_a_row(row, meta) and shared.resolved(row, meta) is row:
+            pending.append((key, row))  # its picture may be in a row further down
+            continue
+        yield row_record(source, key, shared.resolved(row, meta), mapping, meta, root, images)
+
+
+class _SharedPictures:
+    """VLMEvalKit writes each picture once: another row showing it holds, in its picture cell, the
+    id (``index``) of the row that has it, a cell of at most 64 characters (as its loader reads
+    it). Pictures of rows with an id are stored as they are read, so such a row takes the
+    picture from the store; a cell that names no row's id is a path like any other."""
+
+    def __init__(self, mapping: RowMapping, images: ImageStore):
+        self.mapping, self.images = mapping, images
+        self.on = not {"image", "id"} & (set(mapping.constants) | set(mapping.field_lists))
+        self.hash_of: dict[str, str] = {}
+
+    def _picture_field(self, row: dict) -> str | None:
+        return next((name for name in self.mapping.names["image"] if isinstance(row.get(name), str)), None)
+
+    def remember(self, row: dict, meta: dict) -> None:
+        field = self._picture_field(row) if self.on else None
+        ident = self.mapping.get(row, "id", meta) if field else None
+        if ident is None or len(row[field]) <= _SHORTEST_PICTURE:
+            return
+        data = image_in_text(row[field])
+        if data is not None:
             try:
-                cells = _next_row(rows)
-            except StopIteration:
-                return
-            except UnicodeDecodeError as exc:
-                yield QuarantineEntry(source, f"{path.name}#{position + 1}", STAGE, "file is not UTF-8",
-                                      f"from line {rows.line_num + 1}: {one_line(exc, 120)}")
-                return
-            except csv.Error as exc:
-                yield QuarantineEntry(source, f"{path.name}#{position + 1}", STAGE, f"malformed {kind.upper()}",
-                                      f"from line {rows.line_num}: {one_line(exc, 120)}")
-                return
-            if header is None:
-                header = [name.strip() for name in cells]
-                repeated = sorted({name for name in header if name and header.count(name) > 1})
-                if repeated:
-                    yield QuarantineEntry(source, path.name, STAGE, "header names a column twice", ", ".join(repeated)[:200])
-                    return
-                continue
-            if not any(cell.strip() for cell in cells):
-                continue  # a blank line is not a record
-            position += 1
-            key = f"{path.name}#{position}"
-            if len(cells) > len(header):
-                yield QuarantineEntry(source, key, STAGE, "row has more cells than the header has columns",
-                                      f"line {rows.line_num}: {len(cells)} cells, {len(header)} columns")
-                continue
-            row = {name: (cell if cell.strip() else None) for name, cell in zip(header, cells) if name}
-            yield row_record(source, key, row, mapping, meta, root, images)
+                self.hash_of[str(ident)] = self.images.put(data).image_hash
+            except ImageRejected:
+                pass  # the row's own import says why
+
+    def names_a_row(self, row: dict, meta: dict) -> bool:
+        field = self._picture_field(row) if self.on else None
+        if field is None or len(row[field]) > _SHORTEST_PICTURE or any(c in row[field] for c in "./\\"):
+            return False
+        return row[field].strip() != str(self.mapping.get(row, "id", meta))
+
+    def resolved(self, row: dict, meta: dict) -> dict:
+        """``row`` with the picture of the row its picture cell names, when it names one."""
+        field = self._picture_field(row) if self.on else None
+        found = self.hash_of.get(row[field].strip()) if field and len(row[field]) <= _SHORTEST_PICTURE else None
+        return row if found is None else {**row, field: self.images.get(found)}
+
+
+_SHORTEST_PICTURE = 64
 
 
 def _next_row(rows) -> list[str]:
