@@ -176,6 +176,14 @@ def test_bad_delimited_files_lose_only_what_is_bad(tmp_path, store):
         ("4-latin1.csv#1", "file is not UTF-8"),
         ("5-missing.csv#0", "image file not found"),
     ]
+    # a tab-separated file read as csv: (and the other way round) says so
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "q.csv").write_text("question\toptions\tanswer\nWhich?\t[1, 2]\tA\n")
+    (tmp_path / "t" / "q.tsv").write_text(header + good)
+    _, quarantined = read(f"csv:{tmp_path / 't' / 'q.csv'}", store)
+    assert [(e.reason, e.detail) for e in quarantined][0] == ("header has one column; the file looks tsv-separated", "read it as tsv:q.csv")
+    _, quarantined = read(f"tsv:{tmp_path / 't' / 'q.tsv'}", store)
+    assert [(e.reason, e.detail) for e in quarantined][0] == ("header has one column; the file looks csv-separated", "read it as csv:q.tsv")
     with pytest.raises(ImportSourceError, match="tsv: no .tsv files in"):
         iter_import_records(parse_source_spec(f"tsv:{tmp_path / 'd'}"), store)
 

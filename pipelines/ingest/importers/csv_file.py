@@ -98,6 +98,11 @@ def _iter_rows(source: str, kind: str, path: Path, f, mapping: RowMapping, meta:
             return
         if header is None:
             header = [name.strip() for name in cells]
+            other = next((k for k, mark in DELIMITERS.items() if k != kind and mark in cells[0]), None)
+            if len(header) == 1 and other is not None:
+                yield QuarantineEntry(source, path.name, STAGE, f"header has one column; the file looks {other}-separated",
+                                      f"read it as {other}:{path.name}")
+                return
             repeated = sorted({name for name in header if name and header.count(name) > 1})
             if repeated:
                 yield QuarantineEntry(source, path.name, STAGE, "header names a column twice", ", ".join(repeated)[:200])
