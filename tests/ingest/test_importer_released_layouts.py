@@ -276,3 +276,15 @@ def test_one_record_files_and_wrappers_of_records_are_told_apart(tmp_path, store
     assert [(q.source_key, q.problem, q.choices, q.answer_idx) for q in questions] == [
         ("one.json", "Which?", ("1", "2"), 1), ("wrapper.json#items/0", "Or?", ("3", "4"), 0)]
     assert quarantined == []
+
+
+def test_a_jsonl_line_may_carry_its_picture(tmp_path, store, scemqa):
+    """JSON Lines with each picture inline as base64 (a web export): SceMQA's first 20 pictured
+    questions read back with their pictures' bytes."""
+    reference, pictures = scemqa
+    chosen = [q for q in reference if q.problem_image][:20]
+    (tmp_path / "inline.jsonl").write_text("".join(json.dumps(
+        {"question": q.problem, "options": list(q.choices), "answer": q.answer_idx,
+         "image": base64.b64encode(pictures[q.problem_image]).decode()}) + "\n" for q in chosen))
+    questions, quarantined = read(f"jsonl:{tmp_path / 'inline.jsonl'}?subject='math'&skill='s'&answer_format=index", store)
+    assert quarantined == [] and [q.problem_image for q in questions] == [q.problem_image for q in chosen]

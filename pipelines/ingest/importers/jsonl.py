@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Iterator
 
-from pipelines.store.images import ImageStore
+from pipelines.store.images import MAX_IMAGE_BYTES, ImageStore
 from pipelines.store.records import QuarantineEntry, Record
 from pipelines.ingest.sources import register_source
 from pipelines.ingest.spec import SourceSpec
@@ -35,9 +35,10 @@ from pipelines.ingest.importers.rows import (
 
 __all__ = ["DEFAULT_NAMES", "FIELDS", "MAX_LINE_BYTES", "iter_jsonl_records"]
 
-# Lines carry a question and image paths, never image bytes; a longer line is hostile or
-# broken and is quarantined without being held in memory.
-MAX_LINE_BYTES = 16 * 1024 * 1024
+# A line carries a question and its pictures' paths, or at most one picture of the largest size
+# the image store takes as base64 (4/3 of its bytes); a longer line is hostile or broken and is
+# quarantined without being held in memory.
+MAX_LINE_BYTES = MAX_IMAGE_BYTES * 4 // 3 + 1024 * 1024
 OBJECT_OF_RECORDS = "line is an object of records keyed by id (read the file with json:)"
 
 
