@@ -288,3 +288,28 @@ def test_a_jsonl_line_may_carry_its_picture(tmp_path, store, scemqa):
          "image": base64.b64encode(pictures[q.problem_image]).decode()}) + "\n" for q in chosen))
     questions, quarantined = read(f"jsonl:{tmp_path / 'inline.jsonl'}?subject='math'&skill='s'&answer_format=index", store)
     assert quarantined == [] and [q.problem_image for q in questions] == [q.problem_image for q in chosen]
+
+
+def test_ai2d_questions_keyed_by_their_text_in_a_file_per_diagram(tmp_path, store, scemqa):
+    """AI2D's own layout: ``questions/<image name>.json`` holds ``{"imageName": …, "questions":
+    {"<question text>": {"answerTexts": […], "correctAnswer": 2, …}}}`` and the diagrams sit in
+    ``images/``: the question is the record's key, the picture the file's name. SceMQA's first
+    six pictured questions written so read back as its json: reading."""
+    reference, pictures = scemqa
+    chosen = [q for q in reference if q.problem_image][:6]
+    (tmp_path / "ai2d" / "questions").mkdir(parents=True)
+    (tmp_path / "ai2d" / "images").mkdir()
+    for i in range(0, 6, 2):
+        name = f"{i}.png"
+        (tmp_path / "ai2d" / "images" / name).write_bytes(pictures[chosen[i].problem_image])
+        (tmp_path / "ai2d" / "questions" / f"{name}.json").write_text(json.dumps({"imageName": name, "questions": {
+            q.problem: {"abcLabel": False, "answerTexts": list(q.choices), "correctAnswer": q.answer_idx,
+                        "questionId": f"{i}-{k}"} for k, q in enumerate((chosen[i], chosen[i + 1]))}}))
+    spec = (f"json:{tmp_path / 'ai2d' / 'questions'}?records=questions&problem=_key&choices=answerTexts"
+            "&answer=correctAnswer&answer_format=index&image=_file&image_root=../images&id=questionId"
+            "&subject='science'&skill='diagrams'")
+    questions, quarantined = read(spec, store)
+    assert quarantined == []
+    assert [(q.problem, q.choices, q.answer_idx) for q in questions] == [(q.problem, q.choices, q.answer_idx) for q in chosen]
+    assert [q.problem_image for q in questions] == [chosen[i - i % 2].problem_image for i in range(6)]
+    assert questions[1].extra == {"id": "0-1"}
