@@ -313,3 +313,50 @@ def test_ai2d_questions_keyed_by_their_text_in_a_file_per_diagram(tmp_path, stor
     assert [(q.problem, q.choices, q.answer_idx) for q in questions] == [(q.problem, q.choices, q.answer_idx) for q in chosen]
     assert [q.problem_image for q in questions] == [chosen[i - i % 2].problem_image for i in range(6)]
     assert questions[1].extra == {"id": "0-1"}
+
+
+def test_options_listed_with_their_own_labels_lose_them(tmp_path, store, scemqa):
+    """SceMQA's first 12 questions given as M3Exam gives options (a list, each item with its own
+    label: ``(1) …`` numbered, with the answer as that number, or ``A. …``) read back as its
+    json: reading, without the labels, and with the keys the numbers name."""
+    reference, pictures = scemqa
+    chosen = [q for q in reference if q.problem_image][:12]
+    rows = []
+    for i, q in enumerate(chosen):
+        numbered = i % 2 == 0
+        options = [f"({k + 1}) {text}" if numbered else f"{LETTERS[k]}. {text}" for k, text in enumerate(q.choices)]
+        rows.append({"question_text": q.problem, "options": options,
+                     "answer_text": str(q.answer_idx + 1) if numbered else LETTERS[q.answer_idx],
+                     "image": base64.b64encode(pictures[q.problem_image]).decode()})
+    (tmp_path / "m3exam.json").write_text(json.dumps(rows))
+    spec = f"json:{tmp_path / 'm3exam.json'}?problem=question_text&answer=answer_text&subject='science'&skill='s'"
+    # auto reads "4" as option (4) and as the option whose text is 4, and refuses; letter reads labels
+    _, quarantined = read(spec, store)
+    assert {e.reason for e in quarantined} == {"ambiguous answer"} and len(quarantined) == 2
+    questions, quarantined = read(f"{spec}&answer_format=letter", store)
+    assert quarantined == []
+    assert [(q.problem, q.choices, q.answer_idx) for q in questions] == [(q.problem, q.choices, q.answer_idx) for q in chosen]
+
+
+@pytest.mark.parametrize(("options", "answer", "expected"), [
+    (["A. 5", "B. 6", "C. 7"], "B", (("5", "6", "7"), 1)),
+    (["a) red", "b) blue"], "b", (("red", "blue"), 1)),
+    (["Ａ．甲", "Ｂ．乙"], "A", (("甲", "乙"), 0)),
+    (["(1) cat", "(2) dog", "(3) cow"], "(3)", (("cat", "dog", "cow"), 2)),
+    (["1.5 m", "2.5 m", "3.5 m"], 0, (("1.5 m", "2.5 m", "3.5 m"), 0)),  # values, not labels
+    (["A. 5", "C. 6"], "A", (("A. 5", "C. 6"), 0)),  # not each its own place's label
+    (["A. 5", "(B) 6"], "A", (("A. 5", "(B) 6"), 0)),  # two styles
+])
+def test_own_labels_of_listed_options(tmp_path, store, options, answer, expected):
+    (tmp_path / "a.png").write_bytes(real_png(1))
+    (tmp_path / "q.jsonl").write_text(json.dumps({"question": "Which?", "options": options, "answer": answer, "image": "a.png"}))
+    questions, quarantined = read(f"jsonl:{tmp_path / 'q.jsonl'}?subject='math'&skill='s'", store)
+    assert quarantined == [] and (questions[0].choices, questions[0].answer_idx) == expected
+
+
+def test_a_number_naming_a_numbered_option_both_ways_is_refused(tmp_path, store):
+    (tmp_path / "a.png").write_bytes(real_png(1))
+    (tmp_path / "q.jsonl").write_text(json.dumps(
+        {"question": "Which?", "options": ["(1) cat", "(2) dog", "(3) cow"], "answer": 2, "image": "a.png"}))
+    _, quarantined = read(f"jsonl:{tmp_path / 'q.jsonl'}?subject='math'&skill='s'", store)
+    assert [(e.reason, e.detail) for e in quarantined] == [("ambiguous answer", "2: as index option 2, as label option 1")]

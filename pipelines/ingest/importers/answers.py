@@ -7,6 +7,11 @@ reading that applies is tried; when two readings point at different options (e.g
 as ambiguous rather than guessed; choose ``letter``, ``index`` or ``text`` explicitly to
 resolve it.
 
+Options the source numbers itself (labels ``1``, ``2``, ...: ``["(1) cat", "(2) dog"]`` or
+``{"1": ..., "2": ...}``) are named by their numbers: with ``auto`` the text ``"2"`` (or ``(2)``)
+is option ``(2)``, not the 0-based index 2; a number (not a text) is read both ways and refused
+when the two differ.
+
 With ``answer_format="letter"`` the letter may be followed by an explanation (``D``,
 ``D. because ...``, ``(D) ...``, ``D: ...``, ``D ...``): the first letter is the answer.
 A list of one answer is that answer. Several answers (``["A", "C"]``, ``"BD"``,
@@ -39,6 +44,7 @@ _LETTER_LIST = re.compile(
 )
 _LETTER_RUN = re.compile(r"^[A-Z](?:\s*[A-Z])+$")
 _INDEX = re.compile(r"^\s*\d+\s*$")
+_NUMBER_LABEL = re.compile(r"^[(（\[]?\s*(\d{1,2})\s*[)）\]]?\s*[.．]?$")
 
 
 class AnswerError(RecordProblem):
@@ -93,6 +99,8 @@ def parse_answer(
     if labels is None:
         labels = list(string.ascii_uppercase[:num_options])
     label_index = {str(label).strip().casefold(): i for i, label in enumerate(labels)}
+    # options the source numbers itself ("(1) cat", "(2) dog"): a number names its label
+    numbered = all(str(label).strip().isdigit() for label in labels)
 
     readings: list[tuple[str, int]] = []
     several = None
@@ -102,10 +110,15 @@ def parse_answer(
         if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
             raise AnswerError("answer is not a whole-number index", _shown(value))
         readings.append(("index", int(value)))
+        if numbered and answer_format == "auto":
+            readings.append(("label", label_index.get(str(int(value)), num_options)))
     elif isinstance(value, str):
         text = value.strip()
-        if answer_format in ("auto", "index") and _INDEX.match(text):
+        if answer_format in ("auto", "index") and _INDEX.match(text) and not (numbered and answer_format == "auto"):
             readings.append(("index", int(text)))
+        number = _NUMBER_LABEL.match(text) if numbered and answer_format in ("auto", "letter") else None
+        if number:
+            readings.append(("label", label_index.get(str(int(number.group(1))), num_options)))
         if answer_format in ("auto", "letter"):
             letter = _LETTER.match(text)
             if letter:

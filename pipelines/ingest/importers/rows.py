@@ -90,7 +90,7 @@ from pipelines.ingest.importers.common import (
 from pipelines.ingest.importers.paths import image_in_text, read_image_file, resolve_image_file
 from pipelines.ingest.importers.figure_options import parse_figure_options
 from pipelines.ingest.importers.picture_options import join_pictures, parse_image_options
-from pipelines.ingest.importers.text_options import HELD_LABEL, held_label, read_options, strip_placeholders
+from pipelines.ingest.importers.text_options import HELD_LABEL, held_label, own_labels, read_options, strip_placeholders
 
 DEFAULT_NAMES: dict[str, tuple[str, ...]] = {
     "problem": ("question", "problem", "text", "stem"),
@@ -350,6 +350,9 @@ def _options(raw: Any) -> tuple[list[str] | None, list[str] | None]:
             texts.append(json.dumps(option))
         else:
             raise RecordProblem("an option is not text", f"option {i} is {type(option).__name__}")
+    labelled = own_labels(texts) if labels is None else None
+    if labelled is not None:  # ["A. 5", "B. 6"]: the labels are not the options' text
+        texts, labels = labelled
     return texts, labels
 
 

@@ -346,6 +346,33 @@ def _held_label(text: str, start: int, stop: int, regions: list[tuple[int, int]]
     return None
 
 
+_OWN_LABEL = re.compile(
+    r"[ \t\u3000]*(?:[(（\[][ \t]*(?P<inner>[A-Za-zＡ-Ｚ]|\d{1,2})[ \t]*[)）\]]"
+    r"|(?P<bare>[A-Za-zＡ-Ｚ]|\d{1,2})[ \t]*(?P<mark>[.．:：、)）]))(?P<after>[ \t\u3000]+|$)?"
+)
+
+
+def own_labels(options: list[str]) -> tuple[list[str], list[str]] | None:
+    """(texts, labels) of options given as a list whose every item starts with the label of its
+    own place, in one style (``A. 5`` ``B. 6``; ``(a) cat`` ``(b) dog``; ``(1) cat`` ``(2) dog``),
+    or None. A label is followed by white space, or is in brackets (``1.5`` is a number). An
+    option that is only its label keeps it."""
+    if len(options) < 2 or not all(isinstance(option, str) for option in options):
+        return None
+    texts, labels, styles = [], [], set()
+    for k, option in enumerate(options):
+        found = _OWN_LABEL.match(option)
+        if found is None or (found.group("bare") and found.group("after") is None and found.group("mark") in ".:)"):
+            return None  # "1.5", "A.5": a number, not a label (a full-width mark needs no space: "Ａ．甲")
+        label = unicodedata.normalize("NFKC", found.group("inner") or found.group("bare"))
+        if label not in (chr(ord("A") + k), chr(ord("a") + k), str(k + 1)):
+            return None
+        styles.add((label.isdigit(), label.islower(), found.group("mark") if found.group("bare") else "()"))
+        texts.append(option[found.end():].strip() or label)
+        labels.append(label)
+    return (texts, labels) if len(styles) == 1 else None
+
+
 def split_options(text: str) -> tuple[str, list[str]] | None:
     """(stem, option texts) of a text whose options are written in it, or None."""
     found = read_options(text)
