@@ -360,3 +360,14 @@ def test_a_number_naming_a_numbered_option_both_ways_is_refused(tmp_path, store)
         {"question": "Which?", "options": ["(1) cat", "(2) dog", "(3) cow"], "answer": 2, "image": "a.png"}))
     _, quarantined = read(f"jsonl:{tmp_path / 'q.jsonl'}?subject='math'&skill='s'", store)
     assert [(e.reason, e.detail) for e in quarantined] == [("ambiguous answer", "2: as index option 2, as label option 1")]
+
+
+def test_options_keyed_by_dressed_labels(tmp_path, store):
+    """Options as an object keyed by labels with their punctuation (``{"(A)": …, "(B)": …}``,
+    ``{"A.": …}``): an answer letter names the key's label."""
+    (tmp_path / "a.png").write_bytes(real_png(1))
+    rows = [{"question": "Which?", "options": {"(A)": "5", "(B)": "6"}, "answer": "B", "image": "a.png"},
+            {"question": "Or?", "options": {"A.": "x", "B.": "y", "C.": "z"}, "answer": "(C)", "image": "a.png"}]
+    (tmp_path / "q.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    questions, quarantined = read(f"jsonl:{tmp_path / 'q.jsonl'}?subject='math'&skill='s'", store)
+    assert quarantined == [] and [(q.choices, q.answer_idx) for q in questions] == [(("5", "6"), 1), (("x", "y", "z"), 2)]

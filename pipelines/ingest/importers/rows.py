@@ -337,8 +337,8 @@ def _options(raw: Any) -> tuple[list[str] | None, list[str] | None]:
         if listed is None:
             return _options_text(raw), None
         raw = listed
-    if isinstance(raw, dict):
-        labels = [str(k) for k in raw]
+    if isinstance(raw, dict):  # keyed by labels, dressed or not: {"A": ...}, {"(B)": ...}, {"C.": ...}
+        labels = [str(k).strip().strip("()（）[].．:：、 ") or str(k) for k in raw]
         raw = list(raw.values())
     if not isinstance(raw, list):
         raise RecordProblem("options are not a list", type(raw).__name__)
