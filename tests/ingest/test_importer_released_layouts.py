@@ -371,3 +371,20 @@ def test_options_keyed_by_dressed_labels(tmp_path, store):
     (tmp_path / "q.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     questions, quarantined = read(f"jsonl:{tmp_path / 'q.jsonl'}?subject='math'&skill='s'", store)
     assert quarantined == [] and [(q.choices, q.answer_idx) for q in questions] == [(("5", "6"), 1), (("x", "y", "z"), 2)]
+
+
+def test_pictures_named_by_placeholders_of_other_corpora(tmp_path, store):
+    """CMMMU names its pictures ``<图片 1>``, others ``<img1>``: removed like MMMU's ``<image 1>``,
+    and two of them keep two pictures from being joined into one figure."""
+    from pipelines.ingest.importers.text_options import strip_placeholders
+
+    assert strip_placeholders("如<图片 1>所示，求x。") == ("如所示，求x。", [1])
+    assert strip_placeholders("See <img1> and <IMAGE_2>.") == ("See and.", [1, 2])
+    (tmp_path / "a.png").write_bytes(real_png(1))
+    (tmp_path / "b.png").write_bytes(real_png(2))
+    rows = [{"question": "如<图片 1>所示，电阻是多少？", "options": ["1 Ω", "2 Ω"], "answer": "A", "image": "a.png"},
+            {"question": "比较<图片 1>和<图片 2>。", "options": ["相同", "不同"], "answer": "B", "image": ["a.png", "b.png"]}]
+    (tmp_path / "q.jsonl").write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows))
+    questions, quarantined = read(f"jsonl:{tmp_path / 'q.jsonl'}?subject='science'&skill='s'", store)
+    assert [q.problem for q in questions] == ["如所示，电阻是多少？"]
+    assert [(e.reason, e.detail) for e in quarantined] == [("several images", "2 images named by placeholders in the text")]

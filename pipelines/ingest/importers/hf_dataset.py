@@ -73,6 +73,7 @@ from pipelines.ingest.importers.common import (
     normalize_split,
     one_line,
 )
+from pipelines.ingest.importers.text_options import PLACEHOLDER
 from pipelines.ingest.importers.rows import (
     RowMapping,
     image_folder,
@@ -91,8 +92,8 @@ MMMU_SUBJECTS = (
 _NUMBERED_IMAGE = re.compile(r"^image_(\d+)$")
 _SHARD_STEM = re.compile(r"^(.+?)-\d{5}-of-\d{5}(?:-.*)?$")
 _FIRST_WORD = re.compile(r"^([A-Za-z]+)")
-_ONLY_PLACEHOLDER = re.compile(r"^\s*<image[ _]?(\d+)>\s*$", re.IGNORECASE)
-_PLACEHOLDER = re.compile(r"<image[ _]?(\d+)>", re.IGNORECASE)
+_ONLY_PLACEHOLDER = re.compile(rf"^\s*{PLACEHOLDER}\s*$", re.IGNORECASE)
+_PLACEHOLDER = re.compile(PLACEHOLDER, re.IGNORECASE)
 # Names of the row fields the importer fills after resolving the mapping itself.
 _OWN = {field: f"\x00hf:{field}" for field in ("problem", "choices", "image", "choice_images", "split")}
 

@@ -58,7 +58,9 @@ _WEAK_AT_LINE_START = re.compile(
 )
 _NOT_BEFORE_LABEL = re.compile(r"[A-Za-z\\_^{]")
 _ABBREVIATION_BEFORE = re.compile(r"(?:^|[^A-Za-z])[A-Z]\.\Z")  # the "S." of U.S.A.
-_PLACEHOLDER = re.compile(r"[ \t]*<image[ _]?(\d+)>", re.IGNORECASE)
+# a picture named in a text by its number: MMMU's <image 1>, <image1>, <img 1>; CMMMU's <图片 1>
+PLACEHOLDER = r"<(?:image|img|图片)[ _]?(\d+)>"
+_PLACEHOLDER = re.compile(r"[ \t]*" + PLACEHOLDER, re.IGNORECASE)
 
 
 @dataclass(frozen=True)
