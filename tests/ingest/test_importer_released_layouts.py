@@ -388,3 +388,36 @@ def test_pictures_named_by_placeholders_of_other_corpora(tmp_path, store):
     questions, quarantined = read(f"jsonl:{tmp_path / 'q.jsonl'}?subject='science'&skill='s'", store)
     assert [q.problem for q in questions] == ["如所示，电阻是多少？"]
     assert [(e.reason, e.detail) for e in quarantined] == [("several images", "2 images named by placeholders in the text")]
+
+
+def test_tqa_records_inside_each_lesson_and_options_inside_objects(tmp_path, store, scemqa):
+    """TQA's layout: an array of lessons, each holding its diagram questions as an object of
+    records keyed by id, each option an object (``{"a": {"processedText": …}}``):
+    ``records=*.questions.diagramQuestions`` and ``choices=answerChoices.*.processedText``
+    read SceMQA's first eight pictured questions written so (two lessons of four)."""
+    reference, pictures = scemqa
+    chosen = [q for q in reference if q.problem_image][:8]
+    (tmp_path / "question_images").mkdir()
+    lessons = []
+    for lesson in range(2):
+        diagram = {}
+        for k, q in enumerate(chosen[lesson * 4:lesson * 4 + 4]):
+            qid = f"DQ_{lesson * 4 + k:06d}"
+            (tmp_path / "question_images" / f"{qid}.png").write_bytes(pictures[q.problem_image])
+            diagram[qid] = {"beingAsked": {"processedText": q.problem},
+                            "answerChoices": {chr(ord("a") + j): {"idStructural": f"{chr(ord('a') + j)}.", "processedText": t}
+                                              for j, t in enumerate(q.choices)},
+                            "correctAnswer": {"processedText": chr(ord("a") + q.answer_idx)},
+                            "imagePath": f"question_images/{qid}.png", "questionType": "Diagram Multiple Choice"}
+        lessons.append({"globalID": f"L_{lesson:04d}", "lessonName": f"lesson {lesson}",
+                        "questions": {"diagramQuestions": diagram, "nonDiagramQuestions": {}}})
+    (tmp_path / "tqa_v1_val.json").write_text(json.dumps(lessons))
+    spec = (f"json:{tmp_path / 'tqa_v1_val.json'}?records=*.questions.diagramQuestions&problem=beingAsked.processedText"
+            "&choices=answerChoices.*.processedText&answer=correctAnswer.processedText&answer_format=letter"
+            "&image=imagePath&subject='science'&skill='diagrams'")
+    questions, quarantined = read(spec, store)
+    assert quarantined == []
+    assert [(q.problem, q.choices, q.answer_idx, q.problem_image) for q in questions] == [
+        (q.problem, q.choices, q.answer_idx, q.problem_image) for q in chosen]
+    assert [q.source_key for q in questions[3:5]] == ["tqa_v1_val.json#0/DQ_000003", "tqa_v1_val.json#1/DQ_000004"]
+    assert questions[0].extra == {"id": "DQ_000000"}

@@ -23,7 +23,9 @@ in name order. A file is one of:
 folder per question keys every question apart; a constant picture path finds the picture beside
 each file (``image='image.png'``).
 
-``records=KEY`` reads only the array, or the object of records, at KEY (a dotted name reaches
+``records=KEY`` (a ``*`` part passes through every item of an array or object:
+``records=*.questions.diagramQuestions`` reads the records of every TQA lesson, keyed
+``<file>#<lesson>/<id>``) reads only the array, or the object of records, at KEY (a dotted name reaches
 into nested objects: GAOKAO-MM's ``{"keywords": ..., "example": [...]}`` is ``records=example``).
 The pseudo-field ``_file`` is the file's name without ``.json``.
 
@@ -52,7 +54,6 @@ from pipelines.ingest.importers.rows import RowMapping, image_folder, row_record
 
 # A file is read whole; larger files are refused (quarantined) rather than exhausting memory.
 MAX_JSON_BYTES = 1 << 30
-_NO_RECORDS = object()
 
 
 def find_json_files(location: str | Path, pattern: str | None = None) -> list[Path]:
@@ -110,14 +111,14 @@ def _iter_files(
             meta = {"_file": path.stem, "_key": record_key, "_record_key": record_key}
             yield row_record(source, name, arrays.record, mapping, meta, roots[path.parent], images)
             continue
-        for key, rows in arrays:
+        for key, rows, where in arrays:
             if isinstance(rows, dict):  # an object of records: each filed under its own key
                 for record_key, row in rows.items():
                     meta = {"_file": path.stem, "_key": record_key, "_record_key": record_key}
-                    yield row_record(source, f"{name}#{record_key}", row, mapping, meta, roots[path.parent], images)
+                    yield row_record(source, f"{name}#{where}{record_key}", row, mapping, meta, roots[path.parent], images)
                 continue
             meta = {"_file": path.stem, "_key": key}
-            prefix = f"{name}#" if key is None or records_key else f"{name}#{key}/"
+            prefix = f"{name}#{where}" if key is None or records_key else f"{name}#{key}/"
             for position, row in enumerate(rows):
                 yield row_record(source, f"{prefix}{position}", row, mapping, meta, roots[path.parent], images)
     yield from unused_field_entries(source, source_name, mapping)
@@ -178,33 +179,45 @@ def _record_arrays(path: Path, records_key: str | None, question_names: tuple[st
     document = _document(path)
     if records_key:
         found = _find(document, records_key)
-        if found is _NO_RECORDS:
+        if not found:
             raise _FileProblem("records key not in the file", records_key)
-        if looks_like_records(found):
-            return [(records_key, {str(k): v for k, v in found.items()})]
-        if not isinstance(found, list):
-            raise _FileProblem("records key is not an array", f"{records_key} is a {type(found).__name__}")
-        return [(records_key, found)]
+        arrays = []
+        for where, node in found:  # where: the items a "*" passed through ("3/"), "" without one
+            if looks_like_records(node):
+                arrays.append((records_key, {str(k): v for k, v in node.items()}, where))
+            elif isinstance(node, list):
+                arrays.append((records_key, node, where))
+            elif "*" not in records_key.split("."):
+                raise _FileProblem("records key is not an array", f"{records_key} is a {type(node).__name__}")
+        return arrays
     if isinstance(document, list):
-        return [(None, document)]
+        return [(None, document, "")]
     if is_one_record(document, question_names):
         return _OneRecord(document)
     if isinstance(document, dict):
-        arrays = [(str(key), value) for key, value in document.items() if isinstance(value, list)]
+        arrays = [(str(key), value, "") for key, value in document.items() if isinstance(value, list)]
         if arrays:
             return arrays
         if looks_like_records(document):
-            return [(None, {str(k): v for k, v in document.items()})]
+            return [(None, {str(k): v for k, v in document.items()}, "")]
         raise _FileProblem("JSON object without arrays of records", ", ".join(map(str, document))[:200] or "empty object")
     raise _FileProblem("JSON file is neither an array nor an object of arrays", type(document).__name__)
 
 
-def _find(document: Any, name: str) -> Any:
+def _find(document: Any, name: str) -> list[tuple[str, Any]]:
+    """(where, node) of every node at the dotted path ``name``; a ``*`` part passes through every
+    item of an array or value of an object (``*.questions.diagramQuestions``: TQA's lessons), and
+    ``where`` names the items it passed ("3/"). [] when there is none."""
     if isinstance(document, dict) and name in document:
-        return document[name]
-    node = document
+        return [("", document[name])]
+    found = [("", document)]
     for part in name.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return _NO_RECORDS
-        node = node[part]
-    return node
+        step = []
+        for where, node in found:
+            if part == "*":
+                items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+                step += [(f"{where}{key}/", item) for key, item in items]
+            elif isinstance(node, dict) and part in node:
+                step.append((where, node[part]))
+        found = step
+    return found

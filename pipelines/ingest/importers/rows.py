@@ -5,7 +5,8 @@ The mapping (``spec.options``) maps our field names to the input's field names: 
 single quotes is a constant for every row (``subject='math'``); a dotted name reaches into
 nested objects (``image=media.path``) when no field has that exact name, and ``[N]`` picks
 item N (from 0) of a list (``skill=skill[0]`` reads ``"skill": ["inductive"]``,
-``image=media.images[1].path``); a list too short has no such field. A text field
+``image=media.images[1].path``); a list too short has no such field. A ``*`` part reads every
+item of an array or value of an object as a list (``choices=answerChoices.*.processedText``). A text field
 (``problem``, ``subject``, ``grade``, ``skill``, ``split``, ``id``) whose value is a list of
 texts (or numbers) reads them joined: the question text with a line break between items, the
 others with ``, `` (``["inductive", "spatial"]`` is skill ``inductive-spatial``); an empty list
@@ -268,6 +269,8 @@ def _lookup(row: dict[str, Any], name: str, meta: Mapping[str, Any]) -> Any:
         return _MISSING if value is None else value
     if name in row:
         return row[name]
+    if "*" in name.split("."):
+        return _lookup_all(row, name.split("."))
     node: Any = row
     for part in name.split("."):
         indexed = _INDEXED.match(part)
@@ -281,6 +284,27 @@ def _lookup(row: dict[str, Any], name: str, meta: Mapping[str, Any]) -> Any:
                 return _MISSING
             node = node[index]
     return node
+
+
+def _lookup_all(node: Any, parts: list[str]) -> Any:
+    """A path with ``*`` parts (``answerChoices.*.processedText``): the list of what the rest of
+    the path reaches from every item of an array or value of an object, in order; no value when
+    it reaches nothing."""
+    found = list(_reached(node, parts))
+    return found if found else _MISSING
+
+
+def _reached(node: Any, parts: list[str]) -> Iterator[Any]:
+    if not parts:
+        yield node
+        return
+    head, rest = parts[0], parts[1:]
+    if head == "*":
+        items = list(node.values()) if isinstance(node, dict) else node if isinstance(node, list) else []
+    else:
+        items = [node[head]] if isinstance(node, dict) and head in node else []
+    for item in items:
+        yield from _reached(item, rest)
 
 
 def _joined(value: Any, separator: str) -> Any:
