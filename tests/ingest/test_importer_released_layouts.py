@@ -421,3 +421,27 @@ def test_tqa_records_inside_each_lesson_and_options_inside_objects(tmp_path, sto
         (q.problem, q.choices, q.answer_idx, q.problem_image) for q in chosen]
     assert [q.source_key for q in questions[3:5]] == ["tqa_v1_val.json#0/DQ_000003", "tqa_v1_val.json#1/DQ_000004"]
     assert questions[0].extra == {"id": "DQ_000000"}
+
+
+def test_options_stored_as_columns_with_their_labels(tmp_path, store, scemqa):
+    """ARC's shape on the Hub (``datasets`` stores a sequence of records as columns):
+    ``choices = {"text": [...], "label": [...]}`` with ``answerKey`` naming a label, letters for
+    some questions and numbers (1-based) for others. SceMQA's first ten pictured questions."""
+    import datasets
+
+    reference, pictures = scemqa
+    chosen = [q for q in reference if q.problem_image][:10]
+    rows = []
+    for i, q in enumerate(chosen):
+        labels = [str(k + 1) for k in range(len(q.choices))] if i % 2 else [LETTERS[k] for k in range(len(q.choices))]
+        rows.append({"id": f"Mercury_{i}", "question": q.problem, "choices": {"text": list(q.choices), "label": labels},
+                     "answerKey": labels[q.answer_idx], "image": {"bytes": pictures[q.problem_image], "path": None}})
+    features = datasets.Features({"id": datasets.Value("string"), "question": datasets.Value("string"),
+                                  "choices": datasets.Sequence({"text": datasets.Value("string"), "label": datasets.Value("string")}),
+                                  "answerKey": datasets.Value("string"), "image": datasets.Image()})
+    (tmp_path / "arc" / "data").mkdir(parents=True)
+    datasets.Dataset.from_list(rows, features=features).to_parquet(tmp_path / "arc" / "data" / "test-00000-of-00001.parquet")
+    questions, quarantined = read(f"hf:{tmp_path / 'arc'}?answer=answerKey&subject='science'&skill='s'", store)
+    assert quarantined == []
+    assert [(q.problem, q.choices, q.answer_idx, q.problem_image) for q in questions] == [
+        (q.problem, q.choices, q.answer_idx, q.problem_image) for q in chosen]

@@ -45,7 +45,8 @@ Settings, beside the fields:
   ``figure_options.py``).
 
 Options are a list of texts (numbers are turned into text), or an object keyed by labels
-(``{"A": "...", "B": "..."}``, whose keys then name the options for letter answers), or one
+(``{"A": "...", "B": "..."}``, whose keys then name the options for letter answers), or columns
+(``{"text": [...], "label": [...]}``, how ``datasets`` stores a sequence of records), or one
 text of labelled options (read as ``options_in_text=FIELD`` reads it), or a
 list of image paths under ``choice_images``. Two options identical but for white space, or an
 option holding another option's label (``; C. ...``, see ``text_options.py``), quarantine the
@@ -361,7 +362,10 @@ def _options(raw: Any) -> tuple[list[str] | None, list[str] | None]:
         if listed is None:
             return _options_text(raw), None
         raw = listed
-    if isinstance(raw, dict):  # keyed by labels, dressed or not: {"A": ...}, {"(B)": ...}, {"C.": ...}
+    columns = _option_columns(raw)
+    if columns is not None:  # {"text": [...], "label": [...]}: Hugging Face's sequence of records
+        raw, labels = columns
+    elif isinstance(raw, dict):  # keyed by labels, dressed or not: {"A": ...}, {"(B)": ...}, {"C.": ...}
         labels = [str(k).strip().strip("()（）[].．:：、 ") or str(k) for k in raw]
         raw = list(raw.values())
     if not isinstance(raw, list):
@@ -378,6 +382,25 @@ def _options(raw: Any) -> tuple[list[str] | None, list[str] | None]:
     if labelled is not None:  # ["A. 5", "B. 6"]: the labels are not the options' text
         texts, labels = labelled
     return texts, labels
+
+
+_OPTION_TEXTS = ("text", "texts", "option", "options", "choice", "choices", "content")
+_OPTION_LABELS = ("label", "labels", "key", "keys", "letter", "letters")
+
+
+def _option_columns(raw: Any) -> tuple[list, list[str] | None] | None:
+    """(texts, labels) of options stored as columns: an object of lists of one length, one of
+    them the texts (``text``) and maybe one the labels (``label``), as ``datasets`` stores a
+    sequence of records (ARC's ``{"text": [...], "label": ["1", "2", "3", "4"]}``); else None."""
+    if not isinstance(raw, dict) or not raw or not all(isinstance(v, list) for v in raw.values()):
+        return None
+    if len({len(v) for v in raw.values()}) != 1:
+        return None
+    texts = next((raw[name] for name in _OPTION_TEXTS if name in raw), None)
+    if texts is None:
+        return None
+    labels = next((raw[name] for name in _OPTION_LABELS if name in raw), None)
+    return texts, [str(label) for label in labels] if labels is not None else None
 
 
 def _options_text(text: str) -> list[str]:
