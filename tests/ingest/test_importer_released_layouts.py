@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -445,3 +446,22 @@ def test_options_stored_as_columns_with_their_labels(tmp_path, store, scemqa):
     assert quarantined == []
     assert [(q.problem, q.choices, q.answer_idx, q.problem_image) for q in questions] == [
         (q.problem, q.choices, q.answer_idx, q.problem_image) for q in chosen]
+
+
+def test_the_readme_released_corpora_specs_are_mappings_the_importers_take():
+    """Each spec of the README's table of released corpora names only fields and settings its
+    kind knows (a misspelt setting would fail the source at its first build)."""
+    from urllib.parse import parse_qsl
+
+    from pipelines.ingest.importers.rows import RowMapping
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    table = readme.split("| corpus (layout) | source spec |", 1)[1].split("\n\n", 1)[0]
+    specs = re.findall(r"^\| [^|]+ \| `([^`]+)` \|$", table, re.MULTILINE)
+    assert len(specs) == 7
+    extra = {"json": ("records", "files"), "hf": (), "tsv": (), "csv": ()}
+    for spec in specs:
+        kind, _, rest = spec.partition(":")
+        options = dict(parse_qsl(rest.partition("?")[2], keep_blank_values=True))
+        RowMapping(options, kind, extra_settings=extra[kind])
+        assert "subject" in options and "skill" in options, spec
