@@ -76,7 +76,7 @@ def _iter_file(source: str, kind: str, path: Path, mapping: RowMapping, root: Pa
     with f:
         yield from _iter_rows(source, kind, path, f, mapping, meta, root, images, shared, pending)
     for key, row in pending:
-        yield row_record(source, key, shared.resolved(row, meta), mapping, meta, root, images)
+        yield row_record(source, key, shared.take(row, meta, last=True), mapping, meta, root, images)
 
 
 def _iter_rows(source: str, kind: str, path: Path, f, mapping: RowMapping, meta: dict, root: Path, images: ImageStore,
@@ -118,10 +118,11 @@ def _iter_rows(source: str, kind: str, path: Path, f, mapping: RowMapping, meta:
             continue
         row = {name: (cell if cell.strip() else None) for name, cell in zip(header, cells) if name}
         shared.remember(row, meta)
-        if shared.names_a_row(row, meta) and shared.resolved(row, meta) is row:
+        taken = shared.take(row, meta)
+        if taken is None:
             pending.append((key, row))  # its picture may be in a row further down
             continue
-        yield row_record(source, key, shared.resolved(row, meta), mapping, meta, root, images)
+        yield row_record(source, key, taken, mapping, meta, root, images)
 
 
 class _SharedPictures:
@@ -150,17 +151,19 @@ class _SharedPictures:
             except ImageRejected:
                 pass  # the row's own import says why
 
-    def names_a_row(self, row: dict, meta: dict) -> bool:
+    def take(self, row: dict, meta: dict, last: bool = False) -> dict | None:
+        """``row`` with the picture of the row its picture cell names, when it names one read
+        already; None when the cell may name a row not read yet (a short cell that is no path
+        and not the row's own id); with ``last`` (every row read), ``row`` as it is."""
         field = self._picture_field(row) if self.on else None
-        if field is None or len(row[field]) > _SHORTEST_PICTURE or any(c in row[field] for c in "./\\"):
-            return False
-        return row[field].strip() != str(self.mapping.get(row, "id", meta))
-
-    def resolved(self, row: dict, meta: dict) -> dict:
-        """``row`` with the picture of the row its picture cell names, when it names one."""
-        field = self._picture_field(row) if self.on else None
-        found = self.hash_of.get(row[field].strip()) if field and len(row[field]) <= _SHORTEST_PICTURE else None
-        return row if found is None else {**row, field: self.images.get(found)}
+        if field is None or len(row[field]) > _SHORTEST_PICTURE:
+            return row
+        found = self.hash_of.get(row[field].strip())
+        if found is not None:
+            return {**row, field: self.images.get(found)}
+        if last or any(c in row[field] for c in "./\\") or row[field].strip() == str(self.mapping.get(row, "id", meta)):
+            return row
+        return None
 
 
 _SHORTEST_PICTURE = 64

@@ -73,7 +73,7 @@ from pipelines.ingest.importers.common import (
     normalize_split,
     one_line,
 )
-from pipelines.ingest.importers.text_options import PLACEHOLDER
+from pipelines.ingest.importers.text_options import ONLY_PLACEHOLDER, PLACEHOLDER
 from pipelines.ingest.importers.rows import (
     RowMapping,
     image_folder,
@@ -92,7 +92,6 @@ MMMU_SUBJECTS = (
 _NUMBERED_IMAGE = re.compile(r"^image_(\d+)$")
 _SHARD_STEM = re.compile(r"^(.+?)-\d{5}-of-\d{5}(?:-.*)?$")
 _FIRST_WORD = re.compile(r"^([A-Za-z]+)")
-_ONLY_PLACEHOLDER = re.compile(rf"^\s*{PLACEHOLDER}\s*$", re.IGNORECASE)
 _PLACEHOLDER = re.compile(PLACEHOLDER, re.IGNORECASE)
 # Names of the row fields the importer fills after resolving the mapping itself.
 _OWN = {field: f"\x00hf:{field}" for field in ("problem", "choices", "image", "choice_images", "split")}
@@ -382,8 +381,8 @@ class _RowReader:
         if isinstance(choices, list) and choices and all(_is_picture(c) for c in choices):
             choices, choice_images = None, choices
         figure_numbers = sorted(pictures)
-        if isinstance(choices, list) and choices and all(isinstance(c, str) and _ONLY_PLACEHOLDER.match(c) for c in choices):
-            named = [int(_ONLY_PLACEHOLDER.match(c).group(1)) for c in choices]
+        if isinstance(choices, list) and choices and all(isinstance(c, str) and ONLY_PLACEHOLDER.match(c) for c in choices):
+            named = [int(ONLY_PLACEHOLDER.match(c).group(1)) for c in choices]
             missing = [n for n in named if n not in pictures]
             if missing:
                 raise RecordProblem("placeholder names an image the question does not have", f"option <image {missing[0]}>")

@@ -92,7 +92,14 @@ from pipelines.ingest.importers.common import (
 from pipelines.ingest.importers.paths import image_in_text, read_image_file, resolve_image_file
 from pipelines.ingest.importers.figure_options import parse_figure_options
 from pipelines.ingest.importers.picture_options import join_pictures, parse_image_options
-from pipelines.ingest.importers.text_options import HELD_LABEL, held_label, own_labels, read_options, strip_placeholders
+from pipelines.ingest.importers.text_options import (
+    HELD_LABEL,
+    ONLY_PLACEHOLDER,
+    held_label,
+    own_labels,
+    read_options,
+    strip_placeholders,
+)
 
 DEFAULT_NAMES: dict[str, tuple[str, ...]] = {
     "problem": ("question", "problem", "text", "stem"),
@@ -426,16 +433,17 @@ def _check_options(texts: list[str] | None, count: int, mapping: RowMapping) -> 
 
 
 _PICTURE_NAME = re.compile(
-    r"[(（\[]?\s*(?:(?:picture|image|figure|fig\.?|图|<image)\s*[(（]?\s*[A-Za-z0-9]{1,2}|[A-Za-z]|[甲乙丙丁戊己])"
-    r"\s*[)）\]>]?\s*[.．]?",
+    r"[(（\[]?\s*(?:(?:picture|image|figure|fig\.?|图)\s*[(（]?\s*[A-Za-z0-9]{1,2}|[A-Za-z]|[甲乙丙丁戊己])"
+    r"\s*[)）\]]?\s*[.．]?",
     re.IGNORECASE,
 )
 
 
 def _names_pictures_only(texts: list[str]) -> bool:
-    """Every option only names a picture (``A``, ``(b)``, ``picture 2``, ``图3``, ``甲``; a bare
-    number is a value): the pictures may be the options themselves, so they are not one figure."""
-    return all(_PICTURE_NAME.fullmatch(text.strip()) for text in texts)
+    """Every option only names a picture (``A``, ``(b)``, ``picture 2``, ``图3``, ``甲``, a
+    placeholder ``<image 2>``; a bare number is a value): the pictures may be the options
+    themselves, so they are not one figure."""
+    return all(_PICTURE_NAME.fullmatch(text.strip()) or ONLY_PLACEHOLDER.match(text) for text in texts)
 
 
 def _pictures(value: Any) -> list[Any]:

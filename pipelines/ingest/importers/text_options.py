@@ -61,6 +61,7 @@ _ABBREVIATION_BEFORE = re.compile(r"(?:^|[^A-Za-z])[A-Z]\.\Z")  # the "S." of U.
 # a picture named in a text by its number: MMMU's <image 1>, <image1>, <img 1>; CMMMU's <图片 1>
 PLACEHOLDER = r"<(?:image|img|图片)[ _]?(\d+)>"
 _PLACEHOLDER = re.compile(r"[ \t]*" + PLACEHOLDER, re.IGNORECASE)
+ONLY_PLACEHOLDER = re.compile(rf"^\s*{PLACEHOLDER}\s*$", re.IGNORECASE)  # an option that is a picture
 
 
 @dataclass(frozen=True)
@@ -233,12 +234,14 @@ def read_options(text: str) -> OptionsText | None:
         letters = _table_letters(text)
         return OptionsText(text.rstrip(), letters, None) if letters else None
     bodies = _bodies(text, run, regions)
-    if _defect(text, run, bodies, regions) is not None:
+    defect = _defect(text, run, bodies, regions)
+    if defect is not None:
         sound = _sound_run(text, run, labels, regions)
         if sound is not None:
             run, bodies = sound, _bodies(text, sound, regions)
+            defect = _defect(text, run, bodies, regions)
     options = [text[start:stop] or chr(ord("A") + label.index) for label, (start, stop) in zip(run, bodies)]
-    return OptionsText(text[: run[0].start].rstrip(), options, _defect(text, run, bodies, regions))
+    return OptionsText(text[: run[0].start].rstrip(), options, defect)
 
 
 _TABULAR = re.compile(r"\\begin\{(tabular\*?|array)\}(.*?)\\end\{\1\}", re.DOTALL)
