@@ -229,3 +229,59 @@ def test_dark_ink_on_a_fill_must_rise_from_it_and_ink_on_paper_needs_only_ink_ne
     flat = this.copy()
     flat[20:26, 20:30] = 0.4
     assert not ink._missing((flat >= ink.INK_LEVEL).view(np.uint8), flat, peak, floor).any()
+
+
+def test_faint_strokes_on_a_light_fill_count_when_the_fill_under_them_is_flat():
+    """A label in thin strokes on a light fill reads, at the working size, between the faint and
+    the strong level (0.35-0.5) on a fill of ~0.2: with the faint ink given, it is missing where
+    the other's fill is flat, and a faint copy of a line on the fill, which rises in the other
+    too, is not. Without it only strong ink counted (SceMQA Biology/7's 'y = 2' was merged)."""
+    other = np.zeros((60, 60), np.float32)
+    other[5:55, 5:55] = 0.2  # a light fill
+    other[30, 5:55] = 0.35  # a thin line on it, faint in the other
+    this = other.copy()
+    this[30, 5:55] = 0.45  # the same line, a little darker
+    this[12:16, 12:24:2] = 0.45  # thin faint strokes of a label the other lacks
+    peak, _, floor = ink._surroundings(other)
+    strong, faint = (this >= ink.INK_LEVEL).view(np.uint8), (this >= ink.FAINT_APART).view(np.uint8)
+    assert not ink._missing(strong, this, peak, floor).any()  # strong ink alone: nothing to see
+    missing = ink._missing(strong, this, peak, floor, faint).view(bool)
+    assert missing[12:16, 12:24:2].all() and missing.sum() == 24  # the label's strokes, not the line
+
+
+def test_a_label_in_small_text_on_a_fill_of_a_tall_real_figure_is_another_picture():
+    """SceMQA Biology/7 (474x904, its own text 8 px high) with 'y = 2' written in its text style
+    on its grey fill: at the working size the label's strokes are faint on the fill. Copies of the
+    labelled figure (JPEG, a 70% resize) stay the same picture."""
+    from PIL import ImageDraw
+
+    from support import hard_cases as hc
+
+    original = (pp.CORPORA / "scemqa" / "Multiple_Choice" / "Biology" / "7.png").read_bytes()
+    im = pp.rgb(original)
+    font = hc.font_for(8, serif=True)
+    left, top, _, _ = font.getbbox("y = 2")
+    ImageDraw.Draw(im).text((21 - left, 183 - top), "y = 2", font=font, fill=(56, 55, 55))
+    labelled = pp.png(im)
+    verdict = compare_pictures(original, labelled)
+    assert not verdict.same and verdict.kind == "added-ink", verdict
+    small = im.resize((round(im.width * 0.7), round(im.height * 0.7)), pp.Image.Resampling.LANCZOS)
+    for copy in (pp.jpeg(im, 85), pp.png(small)):
+        assert compare_pictures(labelled, copy).same
+
+
+@pytest.mark.parametrize("first, second", [
+    (("peach", "plum", 0, 21), ("orange", "plum", 0, 22)),
+    (("orange", "apple", 1, 31), ("peach", "apple", 1, 32)),
+])
+def test_demo_balances_with_other_fruit_are_other_pictures_and_their_copies_are_not(first, second):
+    """The demo site's balance drawings hold light-coloured fruit on a tinted page: a peach or an
+    orange reads as faint ink on the page's fill. Two balances with other fruit on one pan were
+    merged (their copies too); a JPEG or re-scanned copy of one balance is still the same picture."""
+    from pipelines.ingest.demo_site.drawing import render
+    from pipelines.ingest.demo_site.imagespec import ImageSpec
+
+    a = render(ImageSpec("balance", first))
+    for variant in ("", "jpeg", "rescan"):
+        assert not compare_pictures(a, render(ImageSpec("balance", second, variant))).same, variant
+        assert compare_pictures(a, render(ImageSpec("balance", first, variant))).same, variant

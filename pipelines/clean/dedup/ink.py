@@ -12,7 +12,8 @@ coincide with it everywhere.
 3. compare the ink: every ink pixel of one must have ink of the other within ``TOLERANCE``
    pixels, and ink as dark as it nearly: where it is darker by ``MARK`` than the least ink around
    it in the other (a fill), the other's must rise ``RISE`` of the way to it (a label written
-   inside a shaded region is ink on ink, and the region there is flat). Ink that does not is
+   inside a shaded region is ink on ink, and the region there is flat; its thin strokes may be
+   faint at the working size, so faint ink counts there too). Ink that does not is
    grouped into clusters (pixels within ``CLUSTER_GAP`` of each other); scattered JPEG or
    scanner specks make tiny clusters, next to the other's strokes; a label of a few characters,
    a number, an arrow or another drawing makes a cluster of ``LABEL_INK`` pixels or more, or
@@ -374,17 +375,19 @@ def _steps(canvas: np.ndarray) -> np.ndarray:
     return out.astype(np.uint8)
 
 
-def _missing(strong: np.ndarray, canvas: np.ndarray, peak: np.ndarray, floor: np.ndarray) -> np.ndarray:
-    """A canvas's strong ink (``strong``, 0/1) that finds no ink of the other within
-    ``TOLERANCE``, as uint8 0/1. Found: the other's ``peak`` there reaches ``NEAR_LEVEL``; and where
-    the other is a fill (its ``floor``, the least ink within ``APART``, reaches ``TRACE_LEVEL``)
-    and this ink is darker than that floor by ``MARK``, the other's ink rises ``RISE`` of the way
-    from its floor to this ink. A copy's line, blurred or faded, still rises from its fill; a
-    label written on a fill of a lighter grey finds the other's fill flat."""
+def _missing(strong: np.ndarray, canvas: np.ndarray, peak: np.ndarray, floor: np.ndarray,
+             faint: np.ndarray | None = None) -> np.ndarray:
+    """A canvas's ink that finds no ink of the other within ``TOLERANCE``, as uint8 0/1: its
+    strong ink (``strong``, 0/1) where the other's ``peak`` there does not reach ``NEAR_LEVEL``;
+    and, where the other is a fill (its ``floor``, the least ink within ``APART``, reaches
+    ``TRACE_LEVEL``), its ink (strong, or ``faint``) darker than that floor by ``MARK`` where the
+    other's ink does not rise ``RISE`` of the way from its floor to this ink. A copy's line,
+    blurred or faded, still rises from its fill; a label written on a fill of a lighter grey
+    finds the other's fill flat, however thin and faint its strokes became at the working size."""
     near = NEAR_LEVEL * STEPS
     found = peak >= near
     missing = np.greater(strong, found)
-    on_fill = np.logical_and(strong.view(bool), found, out=found)
+    on_fill = (strong if faint is None else faint).view(bool) & ~missing.view(bool)
     on_fill &= floor >= np.uint8(np.ceil(TRACE_LEVEL * STEPS))
     if on_fill.any():
         at = np.flatnonzero(on_fill)
@@ -546,9 +549,9 @@ def _judge(a: InkPicture, fixed: np.ndarray, fixed_levels: tuple, b: InkPicture,
         moved = cv2.warpAffine(moving, warp, fixed.shape[::-1], flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)
         moved_ink, moved_paper = _surroundings(moved), _surroundings(moved, paper=True)
     moved_strong, moved_faint, moved_hole = _levels(moved)
-    extra_a, cluster_a, apart_a = _unmatched(_missing(fixed_strong, fixed, moved_ink[0], moved_ink[2]),
+    extra_a, cluster_a, apart_a = _unmatched(_missing(fixed_strong, fixed, moved_ink[0], moved_ink[2], fixed_faint),
                                              fixed_faint, moved_ink[1])
-    extra_b, cluster_b, apart_b = _unmatched(_missing(moved_strong, moved, fixed_ink[0], fixed_ink[2]),
+    extra_b, cluster_b, apart_b = _unmatched(_missing(moved_strong, moved, fixed_ink[0], fixed_ink[2], moved_faint),
                                              moved_faint, fixed_ink[1])
     # paper where the other has ink all around: a letter or mark cut out of a filled shape
     _, holes_a, _ = _unmatched(np.greater(fixed_hole, moved_paper[0]).view(np.uint8))
