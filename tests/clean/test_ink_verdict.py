@@ -285,3 +285,15 @@ def test_demo_balances_with_other_fruit_are_other_pictures_and_their_copies_are_
     for variant in ("", "jpeg", "rescan"):
         assert not compare_pictures(a, render(ImageSpec("balance", second, variant))).same, variant
         assert compare_pictures(a, render(ImageSpec("balance", first, variant))).same, variant
+
+
+def test_a_small_figure_shrunk_for_its_second_look_keeps_paper_around_its_ink():
+    """The second look shrinks a small figure's canvases until its own pixel spans 2 working
+    pixels; their margins of paper shrank with them, narrower than an alignment's shift and the
+    tolerance, so the paper at the edge read as a hole in the other's ink. A 70% resize of We-Math
+    2steps/266-2 (a small filled figure) was judged 'added-ink' so; the margins are restored."""
+    data = (pp.CORPORA / "wemath" / "data" / "2steps" / "image" / "266-2.png").read_bytes()
+    im = pp.rgb(data)
+    resized = pp.png(im.resize((round(im.width * 0.7), round(im.height * 0.7)), pp.Image.Resampling.LANCZOS))
+    verdict = compare_pictures(data, resized)
+    assert verdict.same and "pixel" in verdict.measure, verdict

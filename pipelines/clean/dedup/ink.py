@@ -601,10 +601,15 @@ def _second_look(a: InkPicture, b: InkPicture, fixed: np.ndarray, moving: np.nda
     if coarse > SOURCE_PIXEL:
         factor = SOURCE_PIXEL / coarse
         size = (max(1, round(fixed.shape[1] * factor)), max(1, round(fixed.shape[0] * factor)))
-        fixed = cv2.resize(fixed, size, interpolation=cv2.INTER_AREA)
-        moving = cv2.resize(moving, size, interpolation=cv2.INTER_AREA)
+        # shrunk, the canvases' margins of paper would be narrower than an alignment's shift and
+        # the tolerance: the paper at their edge would read as holes in the other's ink. They
+        # get MARGIN pixels of paper again, and the warp the same origin.
+        border = ((MARGIN, MARGIN), (MARGIN, MARGIN))
+        fixed = np.pad(cv2.resize(fixed, size, interpolation=cv2.INTER_AREA), border)
+        moving = np.pad(cv2.resize(moving, size, interpolation=cv2.INTER_AREA), border)
         warp = warp.copy()
         warp[:, 2] *= np.float32(factor)
+        warp[:, 2] += ((np.eye(2) - warp[:, :2].astype(np.float64)) @ np.full(2, float(MARGIN))).astype(np.float32)
         changed["pixel"] = round(coarse, 2)
     if not changed:
         return None
