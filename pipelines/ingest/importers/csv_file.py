@@ -27,16 +27,16 @@ import csv
 from pathlib import Path
 from typing import Iterator
 
-from pipelines.store.images import MAX_IMAGE_BYTES, ImageRejected, ImageStore
+from pipelines.store.images import ImageRejected, ImageStore
 from pipelines.store.records import QuarantineEntry, Record
 from pipelines.ingest.sources import register_source
 from pipelines.ingest.spec import SourceSpec
 from pipelines.ingest.importers.common import STAGE, one_line
-from pipelines.ingest.importers.paths import find_data_files, image_in_text
+from pipelines.ingest.importers.paths import MAX_IMAGE_TEXT_CHARS, find_data_files, image_in_text
 from pipelines.ingest.importers.rows import RowMapping, image_folder, row_record, unused_field_entries, watched_data_files
 
-# A cell may hold a picture as base64 (4/3 of its bytes); the csv module's default limit is 128 KiB.
-MAX_CELL_CHARS = MAX_IMAGE_BYTES * 4 // 3 + 1024
+# A cell may hold a picture as base64; the csv module's default limit is 128 KiB.
+MAX_CELL_CHARS = MAX_IMAGE_TEXT_CHARS + 1024
 DELIMITERS = {"csv": ",", "tsv": "\t"}
 
 

@@ -17,12 +17,13 @@ import json
 from pathlib import Path
 from typing import Iterator
 
-from pipelines.store.images import MAX_IMAGE_BYTES, ImageStore
+from pipelines.store.images import ImageStore
 from pipelines.store.records import QuarantineEntry, Record
 from pipelines.ingest.sources import register_source
 from pipelines.ingest.spec import SourceSpec
 from pipelines.ingest.importers.common import STAGE, ImportSourceError, one_line
 from pipelines.ingest.importers.json_file import looks_like_records
+from pipelines.ingest.importers.paths import MAX_IMAGE_TEXT_CHARS
 from pipelines.ingest.importers.rows import (
     DEFAULT_NAMES,
     FIELDS,
@@ -36,9 +37,9 @@ from pipelines.ingest.importers.rows import (
 __all__ = ["DEFAULT_NAMES", "FIELDS", "MAX_LINE_BYTES", "iter_jsonl_records"]
 
 # A line carries a question and its pictures' paths, or at most one picture of the largest size
-# the image store takes as base64 (4/3 of its bytes); a longer line is hostile or broken and is
-# quarantined without being held in memory.
-MAX_LINE_BYTES = MAX_IMAGE_BYTES * 4 // 3 + 1024 * 1024
+# the image store takes as base64; a longer line is hostile or broken and is quarantined without
+# being held in memory.
+MAX_LINE_BYTES = MAX_IMAGE_TEXT_CHARS + 1024 * 1024
 OBJECT_OF_RECORDS = "line is an object of records keyed by id (read the file with json:)"
 
 

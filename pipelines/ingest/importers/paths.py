@@ -103,6 +103,9 @@ def read_image_file(path: Path, shown_as: str) -> bytes:
     return data
 
 
+# The length of the largest picture the image store takes, written as base64 (4/3 of its bytes):
+# how long a text field that holds a picture itself may be (``image_in_text``).
+MAX_IMAGE_TEXT_CHARS = MAX_IMAGE_BYTES * 4 // 3
 # The first bytes of the formats the image store takes (``ALLOWED_FORMATS``).
 _IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"BM")
 _DATA_URI = re.compile(r"^data:image/[\w.+-]+;base64,", re.IGNORECASE)
