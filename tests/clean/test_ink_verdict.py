@@ -297,3 +297,32 @@ def test_a_small_figure_shrunk_for_its_second_look_keeps_paper_around_its_ink():
     resized = pp.png(im.resize((round(im.width * 0.7), round(im.height * 0.7)), pp.Image.Resampling.LANCZOS))
     verdict = compare_pictures(data, resized)
     assert verdict.same and "pixel" in verdict.measure, verdict
+
+
+def test_a_figure_whose_largest_area_is_a_mid_grey_fill_keeps_its_reading_when_darkened():
+    """We-Math 2steps/330-1 is a blue cube (grey 131) over 43% of a white page: its most common
+    grey, the verdict's paper, is the cube's face. A tinted copy moves that grey under 128, where
+    a paper is dark and ink what is lighter: the white page read as ink and the copy as another
+    drawing. A mid-grey paper is read both ways, and a pair in the reading both have."""
+    data = (pp.CORPORA / "wemath" / "data" / "2steps" / "image" / "330-1.png").read_bytes()
+    im = pp.rgb(data)
+    tinted = np.asarray(im, dtype=np.float64) * np.array([0.97, 0.93, 0.84])  # yellowed paper
+    copy = pp.png(pp.Image.fromarray(np.clip(tinted, 0, 255).astype(np.uint8)))
+    first, second = ink.ink_picture(data), ink.ink_picture(copy)
+    assert not first.dark_paper and second.dark_paper  # the two polarities the fix has to meet
+    verdict = ink.compare_prepared(first, second)
+    assert verdict.same, verdict
+    # the darkened copy with a label is still another picture
+    labelled = pp.Image.fromarray(np.clip(tinted, 0, 255).astype(np.uint8))
+    pp.ImageDraw.Draw(labelled).text((2, 2), "8 cm", fill=(0, 0, 0), font=pp.ImageFont.truetype(pp.font_path(), 14))
+    assert not compare_pictures(data, pp.png(labelled)).same
+
+
+def test_a_light_drawing_on_dark_paper_is_read_as_such_and_not_both_ways():
+    """A dark page (a blackboard, a dark theme) stays one reading: its ink is what is lighter."""
+    data = (pp.CORPORA / "wemath" / "data" / "2steps" / "image" / "55-1.png").read_bytes()
+    inverted = pp.Image.fromarray(255 - np.asarray(pp.rgb(data)))
+    picture = ink.ink_picture(pp.png(inverted))
+    assert picture.dark_paper and picture.other_reading is None and picture.ink_pixels
+    assert compare_pictures(pp.png(inverted), pp.jpeg(inverted, 85)).same
+

@@ -5,7 +5,8 @@ coincide with it everywhere.
 
 1. normalize each picture (``ink_picture``): grey, the paper level (the most common grey) and
    the ink level (the darkest percentile) mapped to 0 and 1, so tinted or grey paper and faded
-   ink read alike; cropped to its ink (specks of a few pixels ignored) and scaled so that the
+   ink read alike (a paper of a middle grey, often a large fill, is read both as light and as dark
+   paper, and a pair compared in the reading both have); cropped to its ink (specks of a few pixels ignored) and scaled so that the
    ink's longer side is ``WORK_SIDE`` pixels: margins and size no longer count;
 2. align the second onto the first by ECC (``_ecc_affine``: OpenCV's ``findTransformECC``, an
    affine warp from the identity, on blurred ink, coarse then fine): a re-scan's small turn, shift and scale;
@@ -51,6 +52,7 @@ APART_INK = 10  # this many of one cluster's pixels on the other's paper (a smal
 FAINT_APART = 0.35  # inkness from which ink on the other's bare paper counts (thin grey lines)
 OTHER_DRAWING = 0.2  # share of a picture's ink left unmatched from which it is another drawing
 MIN_CONTRAST = 24  # grey levels between paper and ink below which a picture is blank
+MID_GREY = 32  # a paper this close to the middle grey (128) is read both ways (``ink_picture``)
 SPECK = 3  # ink components of fewer pixels (at decode size) do not count for the ink box
 MAX_WARP_SCALE = 0.12  # an alignment that scales more than this, or
 MAX_WARP_TURN = 4.0  # turns more than this (degrees), is not trusted
@@ -89,6 +91,9 @@ class InkPicture:
     # (unblurred: ``_chroma`` blurs it for a comparison); None: grey
     # what the other picture's ink is compared against, made once per picture (``_surroundings``)
     surroundings: dict = field(default_factory=dict, compare=False, repr=False)
+    dark_paper: bool = False  # its paper is dark, its ink lighter
+    # a picture whose paper is a mid grey read with the other polarity (``ink_picture``)
+    other_reading: InkPicture | None = field(default=None, compare=False, repr=False)
 
 
 class Undecodable(ValueError):
@@ -130,8 +135,6 @@ def ink_picture(data: bytes) -> InkPicture:
     """The normalized ink of a picture (see the module docstring). Raises ``Undecodable``."""
     import hashlib
 
-    cv2 = _cv2()
-
     grey, rgb = _decode(data)
     digest = hashlib.blake2b(np.ascontiguousarray(rgb).data, digest_size=16)  # the pixels, then their shape
     digest.update(np.asarray(rgb.shape).tobytes())
@@ -140,6 +143,19 @@ def ink_picture(data: bytes) -> InkPicture:
     smooth = np.convolve(histogram, np.ones(5) / 5, mode="same")
     paper = float(np.argmax(smooth))
     dark_paper = paper < 128  # light drawing on dark paper: ink is what is lighter
+    picture = _read_ink(grey, rgb, histogram, paper, dark_paper, exact)
+    if abs(paper - 128) < MID_GREY:
+        # a mid-grey paper is as likely a large fill (a cube's face) that a tint or a re-scan
+        # moves across the middle: the other reading is kept for a picture read the other way
+        picture = replace(picture, other_reading=_read_ink(grey, rgb, histogram, paper, not dark_paper, exact))
+    return picture
+
+
+def _read_ink(grey: np.ndarray, rgb: np.ndarray, histogram: np.ndarray, paper: float, dark_paper: bool,
+              exact: bytes) -> InkPicture:
+    """The ink of a picture whose paper is the grey ``paper``, its ink darker than it (lighter on
+    ``dark_paper``)."""
+    cv2 = _cv2()
     # what each grey level reads (float32, as on the pixels): the pixels' values are these,
     # looked up by their grey, and their statistics those of the histogram
     greys = np.arange(256, dtype=np.float32)
@@ -153,7 +169,7 @@ def ink_picture(data: bytes) -> InkPicture:
     ink_level = float(np.percentile(strong, 90)) if strong.size else darkest
     contrast = ink_level
     if contrast < MIN_CONTRAST:
-        return InkPicture(_blank().inkness, 0, contrast, exact)
+        return InkPicture(_blank().inkness, 0, contrast, exact, dark_paper=dark_paper)
     # of each grey level; ink darker than the ink level reads above 1 (a label on a dark fill)
     inkness = np.maximum(signed / ink_level, 0.0).astype(np.float32)
     # grey strokes near the ink level count for the box
@@ -161,7 +177,7 @@ def ink_picture(data: bytes) -> InkPicture:
     count, labels, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=8)
     kept = np.flatnonzero(stats[1:, cv2.CC_STAT_AREA] >= SPECK) + 1
     if not len(kept):
-        return InkPicture(_blank().inkness, 0, contrast, exact)
+        return InkPicture(_blank().inkness, 0, contrast, exact, dark_paper=dark_paper)
     x0 = int(stats[kept, cv2.CC_STAT_LEFT].min())
     y0 = int(stats[kept, cv2.CC_STAT_TOP].min())
     x1 = int((stats[kept, cv2.CC_STAT_LEFT] + stats[kept, cv2.CC_STAT_WIDTH]).max())
@@ -187,7 +203,8 @@ def ink_picture(data: bytes) -> InkPicture:
             chroma = np.zeros((*canvas.shape, 3), np.float32)
             chroma[MARGIN:MARGIN + size[1], MARGIN:MARGIN + size[0]] = cv2.resize(
                 colour, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
-    return InkPicture(canvas, int((canvas >= INK_LEVEL).sum()), contrast, exact, float(scale), chroma)
+    return InkPicture(canvas, int((canvas >= INK_LEVEL).sum()), contrast, exact, float(scale), chroma,
+                      dark_paper=dark_paper)
 
 
 def _minus_grey(colour: np.ndarray) -> np.ndarray:
@@ -620,10 +637,28 @@ def _second_look(a: InkPicture, b: InkPicture, fixed: np.ndarray, moving: np.nda
     return replace(judged, warp=best.warp), changed
 
 
+def _read_alike(a: InkPicture, b: InkPicture) -> tuple[InkPicture, InkPicture]:
+    """Two pictures read with the same polarity where one of them can be read either way: a
+    figure whose largest area is a mid-grey fill has it for paper, and a darker copy of it
+    (re-scanned, on tinted paper) reads that fill as dark paper and its white as ink. The dark
+    one is read as on light paper first."""
+    if a.dark_paper == b.dark_paper:
+        return a, b
+    dark, light = (a, b) if a.dark_paper else (b, a)
+    if dark.other_reading is not None:
+        dark = dark.other_reading
+    elif light.other_reading is not None:
+        light = light.other_reading
+    else:
+        return a, b
+    return (dark, light) if a.dark_paper else (light, dark)
+
+
 def compare_prepared(a: InkPicture, b: InkPicture) -> InkVerdict:
     """The verdict on two normalized pictures (``ink_picture``)."""
     if a.exact == b.exact:
         return InkVerdict(True, "identical", {})
+    a, b = _read_alike(a, b)
     if not a.ink_pixels or not b.ink_pixels:
         same = not a.ink_pixels and not b.ink_pixels
         return InkVerdict(same, "blank" if same else "other-drawing",
