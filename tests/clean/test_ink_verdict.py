@@ -339,3 +339,38 @@ def test_a_rescanned_long_strip_is_aligned_from_its_scale_and_its_labelled_resca
     assert verdict.same and verdict.measure["aligned"], verdict
     labelled = pp.rgb(pp.add_label(im, random.Random(seed)))
     assert not compare_pictures(data, pp.rescan(labelled, random.Random(seed))).same
+
+
+def _on_white_page(im, pad: float):
+    page = pp.Image.new("RGB", (int(im.width * (1 + 2 * pad)), int(im.height * (1 + 2 * pad))), (255, 255, 255))
+    page.paste(im, (int(im.width * pad), int(im.height * pad)))
+    return page
+
+
+@pytest.mark.parametrize("pad", [0.3, 1.0])
+def test_a_figure_whose_fill_covers_more_than_its_paper_is_read_with_the_paper_around_it(pad):
+    """We-Math 2steps/330-1's blue cube covers 43% of the page, its white paper 17%: its most
+    common grey is the cube's face. The same figure with wider white margins has white for its
+    most common grey, and the two read with different papers were other drawings. The paper
+    around a drawing (its outer ring) is a second reading of such a picture; labelled, the copy
+    is still another picture."""
+    data = (pp.CORPORA / "wemath" / "data" / "2steps" / "image" / "330-1.png").read_bytes()
+    im = pp.rgb(data)
+    picture = ink.ink_picture(data)
+    assert picture.border_reading is not None and not picture.border_reading.dark_paper
+    wider = pp.png(_on_white_page(im, pad))
+    assert ink.ink_picture(wider).border_reading is None  # its most common grey is the paper
+    verdict = compare_pictures(data, wider)
+    assert verdict.same and verdict.measure["paper"] == "border", verdict
+    labelled = _on_white_page(im, pad)
+    pp.ImageDraw.Draw(labelled).text((labelled.width // 2 - 10, 4), "6 cm", fill=(0, 0, 0),
+                                     font=pp.ImageFont.truetype(pp.font_path(), 14))
+    assert not compare_pictures(data, pp.png(labelled)).same
+
+
+def test_a_figure_on_its_paper_has_no_second_reading():
+    """Real line drawings and plots (their most common grey reaches the outer ring) are read one
+    way only: the second reading costs nothing where it cannot differ."""
+    for name in ("wemath/data/2steps/image/92-multi.png", "scemqa/Multiple_Choice/Math/128.jpg",
+                 "scemqa/Multiple_Choice/Biology/7.png"):
+        assert ink.ink_picture((pp.CORPORA / name).read_bytes()).border_reading is None, name

@@ -53,6 +53,10 @@ APART_INK = 10  # this many of one cluster's pixels on the other's paper (a smal
 FAINT_APART = 0.35  # inkness from which ink on the other's bare paper counts (thin grey lines)
 OTHER_DRAWING = 0.2  # share of a picture's ink left unmatched from which it is another drawing
 MIN_CONTRAST = 24  # grey levels between paper and ink below which a picture is blank
+RING = 2  # pixels: the outer ring of a picture, where its paper is (``_border_paper``)
+RING_SHARE = 0.25  # a most common grey with less of the ring than this may be a fill
+PAPER_SPREAD = 12  # greys either side of its level a paper may spread over
+PAPER_SHARE = 0.1  # share of a picture's pixels from which a band of greys may be its paper
 MID_GREY = 32  # a paper this close to the middle grey (128) is read both ways (``ink_picture``)
 SPECK = 3  # ink components of fewer pixels (at decode size) do not count for the ink box
 MAX_WARP_SCALE = 0.12  # an alignment that scales more than this, or
@@ -96,6 +100,8 @@ class InkPicture:
     dark_paper: bool = False  # its paper is dark, its ink lighter
     # a picture whose paper is a mid grey read with the other polarity (``ink_picture``)
     other_reading: InkPicture | None = field(default=None, compare=False, repr=False)
+    # a picture whose most common grey is not the paper around it read with that paper
+    border_reading: InkPicture | None = field(default=None, compare=False, repr=False)
 
 
 class Undecodable(ValueError):
@@ -150,7 +156,34 @@ def ink_picture(data: bytes) -> InkPicture:
         # a mid-grey paper is as likely a large fill (a cube's face) that a tint or a re-scan
         # moves across the middle: the other reading is kept for a picture read the other way
         picture = replace(picture, other_reading=_read_ink(grey, rgb, histogram, paper, not dark_paper, exact))
+    border = _border_paper(grey, histogram, smooth, int(paper))
+    if border is not None:
+        picture = replace(picture, border_reading=_read_ink(grey, rgb, histogram, float(border), border < 128, exact))
     return picture
+
+
+def _border_paper(grey: np.ndarray, histogram: np.ndarray, smooth: np.ndarray, paper: int) -> int | None:
+    """The grey of the paper around a drawing where it is not the most common grey: the most
+    common grey of the picture's outer ring of ``RING`` pixels, when the most common grey
+    (``paper``) barely reaches that ring (under ``RING_SHARE`` of it) and the ring's grey is a
+    paper of the page too (``PAPER_SHARE`` of its pixels within ``PAPER_SPREAD`` greys); None
+    otherwise. A flat fill may cover more of the page than its paper (a grid of red cells on a
+    page in a gradient), and another copy of the figure with more page around it reads the
+    page as paper."""
+    if min(grey.shape) <= 2 * RING:
+        return None
+    ring = np.concatenate([grey[:RING].ravel(), grey[-RING:].ravel(), grey[RING:-RING, :RING].ravel(),
+                           grey[RING:-RING, -RING:].ravel()])
+    around = np.bincount(ring, minlength=256).astype(np.float64)
+    border = int(np.argmax(np.convolve(around, np.ones(5) / 5, mode="same")))
+    if abs(border - paper) <= PAPER_SPREAD:
+        return None
+    low, high = max(0, border - PAPER_SPREAD), min(256, border + PAPER_SPREAD + 1)
+    if histogram[low:high].sum() < PAPER_SHARE * histogram.sum():
+        return None
+    if around[max(0, paper - PAPER_SPREAD):paper + PAPER_SPREAD + 1].sum() >= RING_SHARE * around.sum():
+        return None
+    return low + int(np.argmax(smooth[low:high]))
 
 
 def _read_ink(grey: np.ndarray, rgb: np.ndarray, histogram: np.ndarray, paper: float, dark_paper: bool,
@@ -676,9 +709,20 @@ def _read_alike(a: InkPicture, b: InkPicture) -> tuple[InkPicture, InkPicture]:
 
 
 def compare_prepared(a: InkPicture, b: InkPicture) -> InkVerdict:
-    """The verdict on two normalized pictures (``ink_picture``)."""
+    """The verdict on two normalized pictures (``ink_picture``): read with their most common
+    grey for paper, then, where they differ so and either has other paper around its drawing
+    (``_border_paper``), read with that paper; the same picture if either reading is."""
     if a.exact == b.exact:
         return InkVerdict(True, "identical", {})
+    verdict = _compare_readings(a, b)
+    if not verdict.same and verdict.kind != "recoloured" and (a.border_reading or b.border_reading):
+        bordered = _compare_readings(a.border_reading or a, b.border_reading or b)
+        if bordered.same:
+            return replace(bordered, measure={**bordered.measure, "paper": "border"})
+    return verdict
+
+
+def _compare_readings(a: InkPicture, b: InkPicture) -> InkVerdict:
     a, b = _read_alike(a, b)
     if not a.ink_pixels or not b.ink_pixels:
         same = not a.ink_pixels and not b.ink_pixels
