@@ -361,7 +361,7 @@ def test_a_figure_whose_fill_covers_more_than_its_paper_is_read_with_the_paper_a
     wider = pp.png(_on_white_page(im, pad))
     assert ink.ink_picture(wider).border_reading is None  # its most common grey is the paper
     verdict = compare_pictures(data, wider)
-    assert verdict.same and verdict.measure["paper"] == "border", verdict
+    assert verdict.same and verdict.measure["reading"] == "border", verdict
     labelled = _on_white_page(im, pad)
     pp.ImageDraw.Draw(labelled).text((labelled.width // 2 - 10, 4), "6 cm", fill=(0, 0, 0),
                                      font=pp.ImageFont.truetype(pp.font_path(), 14))
@@ -374,3 +374,20 @@ def test_a_figure_on_its_paper_has_no_second_reading():
     for name in ("wemath/data/2steps/image/92-multi.png", "scemqa/Multiple_Choice/Math/128.jpg",
                  "scemqa/Multiple_Choice/Biology/7.png"):
         assert ink.ink_picture((pp.CORPORA / name).read_bytes()).border_reading is None, name
+
+
+@pytest.mark.parametrize("gamma", [0.7, 1.5])
+def test_a_figure_on_a_light_grid_is_cropped_to_its_faint_ink_too(gamma):
+    """We-Math 2steps/108-1 is a filled shape on a dashed light-grey grid. The grid's grey reads
+    near the ink box's level (a quarter of the ink level), so a copy with another tone curve (a
+    re-scan's, a conversion's) crops to the shape and its label in one and to the grid in the
+    other: other drawings. A picture whose faint ink reaches beyond its box is also read cropped
+    to that; with a label, the copy is still another picture."""
+    data = (pp.CORPORA / "wemath" / "data" / "2steps" / "image" / "108-1.png").read_bytes()
+    toned = 255 * (np.asarray(pp.rgb(data), dtype=np.float64) / 255) ** gamma
+    im = pp.Image.fromarray(np.clip(toned, 0, 255).astype(np.uint8))
+    assert ink.ink_picture(data).faint_reading is not None
+    verdict = compare_pictures(data, pp.png(im))
+    assert verdict.same and verdict.measure["reading"] == "faint", verdict
+    pp.ImageDraw.Draw(im).text((60, 150), "4 cm", fill=(0, 0, 0), font=pp.ImageFont.truetype(pp.font_path(), 14))
+    assert not compare_pictures(data, pp.png(im)).same

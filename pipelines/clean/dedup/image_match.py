@@ -262,12 +262,13 @@ def _kept_bytes(picture) -> int:
     """Memory a normalized picture (or its error text) holds once compared: its ink, its
     surroundings (the ink's peak and floor, as many bytes as the ink each, and two masks of a
     quarter of them), its ink's coordinates (two float64 a pixel) and its colours, raw and
-    blurred; and those of its other readings (a mid-grey paper, the paper around it)."""
+    blurred; and those of its other readings (a mid-grey paper, the paper around
+    it, the crop of its faint ink too)."""
     if isinstance(picture, str):
         return len(picture)
     return 7 * picture.inkness.nbytes // 2 + 16 * picture.ink_pixels + \
         (2 * picture.chroma.nbytes if picture.chroma is not None else 0) + \
-        sum(_kept_bytes(other) for other in (picture.other_reading, picture.border_reading) if other is not None)
+        sum(_kept_bytes(other) for other in (picture.other_reading, picture.border_reading, picture.faint_reading) if other is not None)
 
 
 def cache_friendly(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -57,6 +57,9 @@ RING = 2  # pixels: the outer ring of a picture, where its paper is (``_border_p
 RING_SHARE = 0.25  # a most common grey with less of the ring than this may be a fill
 PAPER_SPREAD = 12  # greys either side of its level a paper may spread over
 PAPER_SHARE = 0.1  # share of a picture's pixels from which a band of greys may be its paper
+FAINT_BOX = 0.12  # inkness from which ink counts for a picture's second crop (``_other_box``)
+BOX_MOVED = 0.05  # share of the page a side of that crop must move by, and
+PAGE_BOX = 0.9  # the share of the page it must stay under
 MID_GREY = 32  # a paper this close to the middle grey (128) is read both ways (``ink_picture``)
 SPECK = 3  # ink components of fewer pixels (at decode size) do not count for the ink box
 MAX_WARP_SCALE = 0.12  # an alignment that scales more than this, or
@@ -102,6 +105,8 @@ class InkPicture:
     other_reading: InkPicture | None = field(default=None, compare=False, repr=False)
     # a picture whose most common grey is not the paper around it read with that paper
     border_reading: InkPicture | None = field(default=None, compare=False, repr=False)
+    # a picture whose faint ink reaches beyond its ink box cropped to that too
+    faint_reading: InkPicture | None = field(default=None, compare=False, repr=False)
 
 
 class Undecodable(ValueError):
@@ -159,6 +164,11 @@ def ink_picture(data: bytes) -> InkPicture:
     border = _border_paper(grey, histogram, smooth, int(paper))
     if border is not None:
         picture = replace(picture, border_reading=_read_ink(grey, rgb, histogram, float(border), border < 128, exact))
+    # grey lines near the box's level (a light grid around a filled cell) cross it in a copy whose
+    # ink level moved: a second reading is cropped to the faint ink too
+    wider = _read_ink(grey, rgb, histogram, paper, dark_paper, exact, faint=True)
+    if wider is not None:
+        picture = replace(picture, faint_reading=wider)
     return picture
 
 
@@ -187,9 +197,10 @@ def _border_paper(grey: np.ndarray, histogram: np.ndarray, smooth: np.ndarray, p
 
 
 def _read_ink(grey: np.ndarray, rgb: np.ndarray, histogram: np.ndarray, paper: float, dark_paper: bool,
-              exact: bytes) -> InkPicture:
+              exact: bytes, faint: bool = False) -> InkPicture | None:
     """The ink of a picture whose paper is the grey ``paper``, its ink darker than it (lighter on
-    ``dark_paper``)."""
+    ``dark_paper``). ``faint``: cropped to its faint ink too (``FAINT_BOX``), and None where
+    that box is the same (or the page)."""
     cv2 = _cv2()
     # what each grey level reads (float32, as on the pixels): the pixels' values are these,
     # looked up by their grey, and their statistics those of the histogram
@@ -204,19 +215,19 @@ def _read_ink(grey: np.ndarray, rgb: np.ndarray, histogram: np.ndarray, paper: f
     ink_level = float(np.percentile(strong, 90)) if strong.size else darkest
     contrast = ink_level
     if contrast < MIN_CONTRAST:
-        return InkPicture(_blank().inkness, 0, contrast, exact, dark_paper=dark_paper)
+        return None if faint else InkPicture(_blank().inkness, 0, contrast, exact, dark_paper=dark_paper)
     # of each grey level; ink darker than the ink level reads above 1 (a label on a dark fill)
     inkness = np.maximum(signed / ink_level, 0.0).astype(np.float32)
     # grey strokes near the ink level count for the box
-    mask = cv2.LUT(grey, (inkness >= NEAR_LEVEL).astype(np.uint8))
-    count, labels, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=8)
-    kept = np.flatnonzero(stats[1:, cv2.CC_STAT_AREA] >= SPECK) + 1
-    if not len(kept):
-        return InkPicture(_blank().inkness, 0, contrast, exact, dark_paper=dark_paper)
-    x0 = int(stats[kept, cv2.CC_STAT_LEFT].min())
-    y0 = int(stats[kept, cv2.CC_STAT_TOP].min())
-    x1 = int((stats[kept, cv2.CC_STAT_LEFT] + stats[kept, cv2.CC_STAT_WIDTH]).max())
-    y1 = int((stats[kept, cv2.CC_STAT_TOP] + stats[kept, cv2.CC_STAT_HEIGHT]).max())
+    found = _ink_box(grey, inkness, NEAR_LEVEL)
+    if found is None:
+        return None if faint else InkPicture(_blank().inkness, 0, contrast, exact, dark_paper=dark_paper)
+    if faint:
+        wider = _ink_box(grey, inkness, FAINT_BOX)
+        if wider is None or not _other_box(found, wider, grey.shape):
+            return None
+        found = wider
+    x0, y0, x1, y1 = found
     box_grey = np.ascontiguousarray(grey[y0:y1, x0:x1])
     box = cv2.LUT(box_grey, inkness)
     # the ink box gets WORK_SIDE² pixels whatever its shape (a wide strip of panels keeps its
@@ -240,6 +251,31 @@ def _read_ink(grey: np.ndarray, rgb: np.ndarray, histogram: np.ndarray, paper: f
                 colour, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
     return InkPicture(canvas, int((canvas >= INK_LEVEL).sum()), contrast, exact, float(scale), chroma,
                       dark_paper=dark_paper)
+
+
+def _ink_box(grey: np.ndarray, inkness: np.ndarray, level: float) -> tuple[int, int, int, int] | None:
+    """(x0, y0, x1, y1) of the pixels whose grey reads ``level`` of ink or more, specks of fewer
+    than ``SPECK`` pixels left out; None where there are none."""
+    cv2 = _cv2()
+    mask = cv2.LUT(grey, (inkness >= level).astype(np.uint8))
+    count, labels, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=8)
+    kept = np.flatnonzero(stats[1:, cv2.CC_STAT_AREA] >= SPECK) + 1
+    if not len(kept):
+        return None
+    return (int(stats[kept, cv2.CC_STAT_LEFT].min()), int(stats[kept, cv2.CC_STAT_TOP].min()),
+            int((stats[kept, cv2.CC_STAT_LEFT] + stats[kept, cv2.CC_STAT_WIDTH]).max()),
+            int((stats[kept, cv2.CC_STAT_TOP] + stats[kept, cv2.CC_STAT_HEIGHT]).max()))
+
+
+def _other_box(box: tuple[int, int, int, int], wider: tuple[int, int, int, int], shape: tuple[int, int]) -> bool:
+    """Whether the box of a picture's faint ink is another crop than that of its ink: a side
+    ``BOX_MOVED`` of the page away, and under ``PAGE_BOX`` of the page (the faint ink is not
+    the page's own shading)."""
+    height, width = shape
+    moved = max(abs(box[0] - wider[0]) / width, abs(box[2] - wider[2]) / width,
+                abs(box[1] - wider[1]) / height, abs(box[3] - wider[3]) / height)
+    area = (wider[2] - wider[0]) * (wider[3] - wider[1]) / (height * width)
+    return moved > BOX_MOVED and area < PAGE_BOX
 
 
 def _minus_grey(colour: np.ndarray) -> np.ndarray:
@@ -710,15 +746,21 @@ def _read_alike(a: InkPicture, b: InkPicture) -> tuple[InkPicture, InkPicture]:
 
 def compare_prepared(a: InkPicture, b: InkPicture) -> InkVerdict:
     """The verdict on two normalized pictures (``ink_picture``): read with their most common
-    grey for paper, then, where they differ so and either has other paper around its drawing
-    (``_border_paper``), read with that paper; the same picture if either reading is."""
+    grey for paper and cropped to their ink; where they differ so, read again where either has
+    another reading: with the paper around its drawing (``_border_paper``), cropped to its faint
+    ink too (``_other_box``). The same picture if a reading is."""
     if a.exact == b.exact:
         return InkVerdict(True, "identical", {})
     verdict = _compare_readings(a, b)
-    if not verdict.same and verdict.kind != "recoloured" and (a.border_reading or b.border_reading):
-        bordered = _compare_readings(a.border_reading or a, b.border_reading or b)
-        if bordered.same:
-            return replace(bordered, measure={**bordered.measure, "paper": "border"})
+    if verdict.same or verdict.kind == "recoloured":
+        return verdict
+    for reading in ("border", "faint"):
+        first, second = getattr(a, f"{reading}_reading"), getattr(b, f"{reading}_reading")
+        if first is None and second is None:
+            continue
+        other = _compare_readings(first or a, second or b)
+        if other.same:
+            return replace(other, measure={**other.measure, "reading": reading})
     return verdict
 
 
