@@ -15,7 +15,7 @@ from PIL import Image, ImageDraw, ImageFilter, ImageFont
 CORPORA = (Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora").resolve()
 FOLDERS = ("wemath/data", "gaokao-mm/Data", "scemqa/Multiple_Choice", "opendsa-html/Exercises")
 LABELS = ("75°", "x = 3", "4 cm", "45°", "2m", "∠1 = 50°", "12", "AB", "3.5", "y = 2x", "60°")
-COPIES = ("jpeg", "resize", "rescan", "margins")
+COPIES = ("jpeg", "resize", "rescan", "margins", "tone")
 DIFFERENT = ("label", "nearest", "frame")
 
 
@@ -102,6 +102,16 @@ def rescan(im: Image.Image, rng: random.Random) -> bytes:
     noisy = np.asarray(framed, dtype=np.float64) + np.random.default_rng(rng.randrange(1 << 30)).normal(
         0, 4.0, (framed.height, framed.width, 1))
     return jpeg(Image.fromarray(np.clip(noisy, 0, 255).astype(np.uint8)), 85)
+
+
+TONE_GAMMAS = (0.7, 1.4)  # a lighter and a darker tone curve
+
+
+def toned(im: Image.Image, gamma: float) -> bytes:
+    """The figure through another tone curve (a scanner's or a conversion's): each channel's
+    value v becomes 255 * (v / 255) ** gamma."""
+    curve = [round(255 * (v / 255) ** gamma) for v in range(256)]
+    return png(im.point(curve * 3))
 
 
 def ink_box(im: Image.Image) -> tuple[int, int, int, int]:
@@ -226,3 +236,5 @@ def make_pairs(paths: list[Path], seed: int):
         third = pictures[(k + 2) % len(pictures)]
         yield "frame", name, framed(im, other, "Which figure completes the pattern?"), \
             framed(im, third, "Which figure completes the pattern?")
+        # last, and without the shared generator: the other classes' pairs stay as they were
+        yield "tone", name, data, toned(im, TONE_GAMMAS[k % len(TONE_GAMMAS)])
