@@ -391,3 +391,14 @@ def test_a_figure_on_a_light_grid_is_cropped_to_its_faint_ink_too(gamma):
     assert verdict.same and verdict.measure["reading"] == "faint", verdict
     pp.ImageDraw.Draw(im).text((60, 150), "4 cm", fill=(0, 0, 0), font=pp.ImageFont.truetype(pp.font_path(), 14))
     assert not compare_pictures(data, pp.png(im)).same
+
+
+def test_a_second_reading_that_finds_no_ink_merges_nothing():
+    """A picture whose second reading finds no ink (its ring's grey as paper leaves nothing off
+    it) is not made the same picture as a blank one by that reading."""
+    canvas = np.zeros((60, 60), np.float32)
+    canvas[20:40, 20:40] = 1.0
+    blank = ink._blank()
+    drawing = ink.InkPicture(canvas, int((canvas >= ink.INK_LEVEL).sum()), 100.0, b"drawing",
+                             border_reading=dataclasses.replace(blank, exact=b"drawing"))
+    assert ink.compare_prepared(drawing, dataclasses.replace(blank, exact=b"blank")).same is False

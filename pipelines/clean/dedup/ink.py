@@ -5,9 +5,11 @@ coincide with it everywhere.
 
 1. normalize each picture (``ink_picture``): grey, the paper level (the most common grey) and
    the ink level (the darkest percentile) mapped to 0 and 1, so tinted or grey paper and faded
-   ink read alike (a paper of a middle grey, often a large fill, is read both as light and as dark
-   paper, and a pair compared in the reading both have); cropped to its ink (specks of a few pixels ignored) and scaled so that the
-   ink's longer side is ``WORK_SIDE`` pixels: margins and size no longer count;
+   ink read alike; cropped to its ink (specks of a few pixels ignored) and scaled so that the
+   ink's longer side is ``WORK_SIDE`` pixels: margins and size no longer count. Where that
+   reading may not be what a copy reads, a second one is kept: a paper of a middle grey read
+   with the other polarity, the paper of its outer ring where the most common grey is a fill,
+   a crop to its faint ink too (``compare_prepared`` tries them on a pair that differs);
 2. align the second onto the first by ECC (``_ecc_affine``: OpenCV's ``findTransformECC``, an
    affine warp from the identity, on blurred ink, coarse then fine; ink boxes of other shapes
    that it does not align start again from their scale): a re-scan's small turn, shift and scale;
@@ -714,7 +716,8 @@ def _scaled_start(fixed: tuple[int, int], moving: tuple[int, int]) -> np.ndarray
     shape. A turn makes a long strip's box taller, not longer, and scaled to the working area it
     comes out shorter than the original by more than ECC climbs from the identity (a 0.6° turn
     of a 525x62 strip: 4% of 1,600 working pixels, 30 pixels at its ends)."""
-    (fixed_h, fixed_w), (moving_h, moving_w) = (size - 2 * MARGIN for size in fixed), (size - 2 * MARGIN for size in moving)
+    fixed_h, fixed_w = (size - 2 * MARGIN for size in fixed)
+    moving_h, moving_w = (size - 2 * MARGIN for size in moving)
     if fixed_h < 1 or moving_h < 1 or abs(np.log((fixed_w / fixed_h) / (moving_w / moving_h))) < ASPECT_ALIKE:
         return None
     scale = moving_w / fixed_w if max(fixed_w, moving_w) >= max(fixed_h, moving_h) else moving_h / fixed_h
@@ -759,7 +762,7 @@ def compare_prepared(a: InkPicture, b: InkPicture) -> InkVerdict:
         if first is None and second is None:
             continue
         other = _compare_readings(first or a, second or b)
-        if other.same:
+        if other.same and other.kind == "copy":  # not two readings that find no ink
             return replace(other, measure={**other.measure, "reading": reading})
     return verdict
 
