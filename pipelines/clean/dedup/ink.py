@@ -103,6 +103,7 @@ class InkPicture:
     # what the other picture's ink is compared against, made once per picture (``_surroundings``)
     surroundings: dict = field(default_factory=dict, compare=False, repr=False)
     dark_paper: bool = False  # its paper is dark, its ink lighter
+    box: tuple[int, int, int, int] | None = field(default=None, compare=False, repr=False)  # cropped (decoded pixels)
     # a picture whose paper is a mid grey read with the other polarity (``ink_picture``)
     other_reading: InkPicture | None = field(default=None, compare=False, repr=False)
     # a picture whose most common grey is not the paper around it read with that paper
@@ -168,7 +169,8 @@ def ink_picture(data: bytes) -> InkPicture:
         picture = replace(picture, border_reading=_read_ink(grey, rgb, histogram, float(border), border < 128, exact))
     # grey lines near the box's level (a light grid around a filled cell) cross it in a copy whose
     # ink level moved: a second reading is cropped to the faint ink too
-    wider = _read_ink(grey, rgb, histogram, paper, dark_paper, exact, faint=True)
+    wider = None if picture.box is None else \
+        _read_ink(grey, rgb, histogram, paper, dark_paper, exact, faint=picture.box)
     if wider is not None:
         picture = replace(picture, faint_reading=wider)
     return picture
@@ -199,10 +201,10 @@ def _border_paper(grey: np.ndarray, histogram: np.ndarray, smooth: np.ndarray, p
 
 
 def _read_ink(grey: np.ndarray, rgb: np.ndarray, histogram: np.ndarray, paper: float, dark_paper: bool,
-              exact: bytes, faint: bool = False) -> InkPicture | None:
+              exact: bytes, faint: tuple[int, int, int, int] | None = None) -> InkPicture | None:
     """The ink of a picture whose paper is the grey ``paper``, its ink darker than it (lighter on
-    ``dark_paper``). ``faint``: cropped to its faint ink too (``FAINT_BOX``), and None where
-    that box is the same (or the page)."""
+    ``dark_paper``). ``faint``: the box of its ink so read; then cropped to its faint ink too
+    (``FAINT_BOX``), and None where that box is no other crop (``_other_box``)."""
     cv2 = _cv2()
     # what each grey level reads (float32, as on the pixels): the pixels' values are these,
     # looked up by their grey, and their statistics those of the histogram
@@ -217,18 +219,18 @@ def _read_ink(grey: np.ndarray, rgb: np.ndarray, histogram: np.ndarray, paper: f
     ink_level = float(np.percentile(strong, 90)) if strong.size else darkest
     contrast = ink_level
     if contrast < MIN_CONTRAST:
-        return None if faint else InkPicture(_blank().inkness, 0, contrast, exact, dark_paper=dark_paper)
+        return None if faint is not None else InkPicture(_blank().inkness, 0, contrast, exact, dark_paper=dark_paper)
     # of each grey level; ink darker than the ink level reads above 1 (a label on a dark fill)
     inkness = np.maximum(signed / ink_level, 0.0).astype(np.float32)
-    # grey strokes near the ink level count for the box
-    found = _ink_box(grey, inkness, NEAR_LEVEL)
-    if found is None:
-        return None if faint else InkPicture(_blank().inkness, 0, contrast, exact, dark_paper=dark_paper)
-    if faint:
-        wider = _ink_box(grey, inkness, FAINT_BOX)
-        if wider is None or not _other_box(found, wider, grey.shape):
+    if faint is not None:
+        found = _faint_box(grey, inkness, faint)
+        if found is None:
             return None
-        found = wider
+    else:
+        # grey strokes near the ink level count for the box
+        found = _ink_box(grey, inkness, NEAR_LEVEL)
+        if found is None:
+            return InkPicture(_blank().inkness, 0, contrast, exact, dark_paper=dark_paper)
     x0, y0, x1, y1 = found
     box_grey = np.ascontiguousarray(grey[y0:y1, x0:x1])
     box = cv2.LUT(box_grey, inkness)
@@ -252,7 +254,7 @@ def _read_ink(grey: np.ndarray, rgb: np.ndarray, histogram: np.ndarray, paper: f
             chroma[MARGIN:MARGIN + size[1], MARGIN:MARGIN + size[0]] = cv2.resize(
                 colour, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
     return InkPicture(canvas, int((canvas >= INK_LEVEL).sum()), contrast, exact, float(scale), chroma,
-                      dark_paper=dark_paper)
+                      dark_paper=dark_paper, box=found)
 
 
 def _ink_box(grey: np.ndarray, inkness: np.ndarray, level: float) -> tuple[int, int, int, int] | None:
@@ -267,6 +269,22 @@ def _ink_box(grey: np.ndarray, inkness: np.ndarray, level: float) -> tuple[int, 
     return (int(stats[kept, cv2.CC_STAT_LEFT].min()), int(stats[kept, cv2.CC_STAT_TOP].min()),
             int((stats[kept, cv2.CC_STAT_LEFT] + stats[kept, cv2.CC_STAT_WIDTH]).max()),
             int((stats[kept, cv2.CC_STAT_TOP] + stats[kept, cv2.CC_STAT_HEIGHT]).max()))
+
+
+def _faint_box(grey: np.ndarray, inkness: np.ndarray,
+               box: tuple[int, int, int, int]) -> tuple[int, int, int, int] | None:
+    """The box of a picture's faint ink where it is another crop than ``box``, that of its ink
+    (``_other_box``); None otherwise. Its components are only labelled where some faint ink lies
+    beyond ``box`` by ``BOX_MOVED`` of the page (the box of faint ink holds that of ink)."""
+    cv2 = _cv2()
+    height, width = grey.shape
+    x0, x1 = max(0, int(box[0] - BOX_MOVED * width)), min(width, int(np.ceil(box[2] + BOX_MOVED * width)))
+    y0, y1 = max(0, int(box[1] - BOX_MOVED * height)), min(height, int(np.ceil(box[3] + BOX_MOVED * height)))
+    mask = cv2.LUT(grey, (inkness >= FAINT_BOX).astype(np.uint8))
+    if cv2.countNonZero(mask) == cv2.countNonZero(mask[y0:y1, x0:x1]):
+        return None
+    wider = _ink_box(grey, inkness, FAINT_BOX)
+    return wider if wider is not None and _other_box(box, wider, grey.shape) else None
 
 
 def _other_box(box: tuple[int, int, int, int], wider: tuple[int, int, int, int], shape: tuple[int, int]) -> bool:
