@@ -159,20 +159,22 @@ def ink_picture(data: bytes) -> InkPicture:
     smooth = np.convolve(histogram, np.ones(5) / 5, mode="same")
     paper = float(np.argmax(smooth))
     dark_paper = paper < 128  # light drawing on dark paper: ink is what is lighter
-    picture = _read_ink(grey, rgb, histogram, paper, dark_paper, exact)
+    inkness, contrast = _ink_level(histogram, paper, dark_paper)
+    picture = _read_ink(grey, rgb, inkness, contrast, exact, dark_paper)
     if abs(paper - 128) < MID_GREY:
         # a mid-grey paper is as likely a large fill (a cube's face) that a tint or a re-scan
         # moves across the middle: the other reading is kept for a picture read the other way
-        picture = replace(picture, other_reading=_read_ink(grey, rgb, histogram, paper, not dark_paper, exact))
+        picture = replace(picture, other_reading=_read_ink(
+            grey, rgb, *_ink_level(histogram, paper, not dark_paper), exact, not dark_paper))
     border = _border_paper(grey, histogram, smooth, int(paper))
     if border is not None:
-        picture = replace(picture, border_reading=_read_ink(grey, rgb, histogram, float(border), border < 128, exact))
+        picture = replace(picture, border_reading=_read_ink(
+            grey, rgb, *_ink_level(histogram, float(border), border < 128), exact, border < 128))
     # grey lines near the box's level (a light grid around a filled cell) cross it in a copy whose
     # ink level moved: a second reading is cropped to the faint ink too
-    wider = None if picture.box is None else \
-        _read_ink(grey, rgb, histogram, paper, dark_paper, exact, faint=picture.box)
+    wider = None if picture.box is None else _faint_box(grey, inkness, picture.box)
     if wider is not None:
-        picture = replace(picture, faint_reading=wider)
+        picture = replace(picture, faint_reading=_cropped(grey, rgb, inkness, contrast, wider, exact, dark_paper))
     return picture
 
 
@@ -200,12 +202,10 @@ def _border_paper(grey: np.ndarray, histogram: np.ndarray, smooth: np.ndarray, p
     return low + int(np.argmax(smooth[low:high]))
 
 
-def _read_ink(grey: np.ndarray, rgb: np.ndarray, histogram: np.ndarray, paper: float, dark_paper: bool,
-              exact: bytes, faint: tuple[int, int, int, int] | None = None) -> InkPicture | None:
-    """The ink of a picture whose paper is the grey ``paper``, its ink darker than it (lighter on
-    ``dark_paper``). ``faint``: the box of its ink so read; then cropped to its faint ink too
-    (``FAINT_BOX``), and None where that box is no other crop (``_other_box``)."""
-    cv2 = _cv2()
+def _ink_level(histogram: np.ndarray, paper: float, dark_paper: bool) -> tuple[np.ndarray | None, float]:
+    """(inkness of each grey level, the ink level) of a picture whose paper is the grey ``paper``,
+    its ink darker than it (lighter on ``dark_paper``); the inkness is None where the ink level
+    is under ``MIN_CONTRAST`` (a blank picture)."""
     # what each grey level reads (float32, as on the pixels): the pixels' values are these,
     # looked up by their grey, and their statistics those of the histogram
     greys = np.arange(256, dtype=np.float32)
@@ -217,20 +217,27 @@ def _read_ink(grey: np.ndarray, rgb: np.ndarray, histogram: np.ndarray, paper: f
     strong = present & (signed >= max(MIN_CONTRAST, 0.3 * darkest))
     strong = np.repeat(signed[strong], histogram[strong].astype(np.int64))  # those pixels' values
     ink_level = float(np.percentile(strong, 90)) if strong.size else darkest
-    contrast = ink_level
-    if contrast < MIN_CONTRAST:
-        return None if faint is not None else InkPicture(_blank().inkness, 0, contrast, exact, dark_paper=dark_paper)
+    if ink_level < MIN_CONTRAST:
+        return None, ink_level
     # of each grey level; ink darker than the ink level reads above 1 (a label on a dark fill)
-    inkness = np.maximum(signed / ink_level, 0.0).astype(np.float32)
-    if faint is not None:
-        found = _faint_box(grey, inkness, faint)
-        if found is None:
-            return None
-    else:
-        # grey strokes near the ink level count for the box
-        found = _ink_box(grey, inkness, NEAR_LEVEL)
-        if found is None:
-            return InkPicture(_blank().inkness, 0, contrast, exact, dark_paper=dark_paper)
+    return np.maximum(signed / ink_level, 0.0).astype(np.float32), ink_level
+
+
+def _read_ink(grey: np.ndarray, rgb: np.ndarray, inkness: np.ndarray | None, contrast: float, exact: bytes,
+              dark_paper: bool) -> InkPicture:
+    """The ink of a picture read with ``inkness`` (``_ink_level``), cropped to its box."""
+    # grey strokes near the ink level count for the box
+    found = None if inkness is None else _ink_box(_levels_where(grey, inkness >= NEAR_LEVEL))
+    if found is None:
+        return InkPicture(_blank().inkness, 0, contrast, exact, dark_paper=dark_paper)
+    return _cropped(grey, rgb, inkness, contrast, found, exact, dark_paper)
+
+
+def _cropped(grey: np.ndarray, rgb: np.ndarray, inkness: np.ndarray, contrast: float,
+             found: tuple[int, int, int, int], exact: bytes, dark_paper: bool) -> InkPicture:
+    """The ink of a picture read with ``inkness``, cropped to the box ``found`` (x0, y0, x1, y1)
+    and scaled to the working size."""
+    cv2 = _cv2()
     x0, y0, x1, y1 = found
     box_grey = np.ascontiguousarray(grey[y0:y1, x0:x1])
     box = cv2.LUT(box_grey, inkness)
@@ -242,7 +249,7 @@ def _read_ink(grey: np.ndarray, rgb: np.ndarray, histogram: np.ndarray, paper: f
     canvas = np.zeros((size[1] + 2 * MARGIN, size[0] + 2 * MARGIN), np.float32)
     canvas[MARGIN:MARGIN + size[1], MARGIN:MARGIN + size[0]] = resized
     box_rgb = rgb[y0:y1, x0:x1]
-    ink_mask = cv2.LUT(box_grey, (inkness >= INK_LEVEL).astype(np.uint8)).view(bool)
+    ink_mask = _levels_where(box_grey, inkness >= INK_LEVEL).view(bool)
     chroma = None
     # a picture whose ink is (nearly) all grey is grey: tinted paper or a grey copy has no colours
     if ink_mask.any():
@@ -257,11 +264,15 @@ def _read_ink(grey: np.ndarray, rgb: np.ndarray, histogram: np.ndarray, paper: f
                       dark_paper=dark_paper, box=found)
 
 
-def _ink_box(grey: np.ndarray, inkness: np.ndarray, level: float) -> tuple[int, int, int, int] | None:
-    """(x0, y0, x1, y1) of the pixels whose grey reads ``level`` of ink or more, specks of fewer
-    than ``SPECK`` pixels left out; None where there are none."""
+def _levels_where(grey: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """Where a picture's grey levels hold in ``table`` (a boolean of each level), as uint8 0/1."""
+    return _cv2().LUT(grey, table.astype(np.uint8))
+
+
+def _ink_box(mask: np.ndarray) -> tuple[int, int, int, int] | None:
+    """(x0, y0, x1, y1) of a mask's pixels (uint8 0/1), specks of fewer than ``SPECK`` pixels
+    left out; None where there are none."""
     cv2 = _cv2()
-    mask = cv2.LUT(grey, (inkness >= level).astype(np.uint8))
     count, labels, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=8)
     kept = np.flatnonzero(stats[1:, cv2.CC_STAT_AREA] >= SPECK) + 1
     if not len(kept):
@@ -280,10 +291,10 @@ def _faint_box(grey: np.ndarray, inkness: np.ndarray,
     height, width = grey.shape
     x0, x1 = max(0, int(box[0] - BOX_MOVED * width)), min(width, int(np.ceil(box[2] + BOX_MOVED * width)))
     y0, y1 = max(0, int(box[1] - BOX_MOVED * height)), min(height, int(np.ceil(box[3] + BOX_MOVED * height)))
-    mask = cv2.LUT(grey, (inkness >= FAINT_BOX).astype(np.uint8))
+    mask = _levels_where(grey, inkness >= FAINT_BOX)
     if cv2.countNonZero(mask) == cv2.countNonZero(mask[y0:y1, x0:x1]):
         return None
-    wider = _ink_box(grey, inkness, FAINT_BOX)
+    wider = _ink_box(mask)
     return wider if wider is not None and _other_box(box, wider, grey.shape) else None
 
 
@@ -775,8 +786,8 @@ def compare_prepared(a: InkPicture, b: InkPicture) -> InkVerdict:
     verdict = _compare_readings(a, b)
     if verdict.same or verdict.kind == "recoloured":
         return verdict
-    for reading in ("border", "faint"):
-        first, second = getattr(a, f"{reading}_reading"), getattr(b, f"{reading}_reading")
+    for reading, first, second in (("border", a.border_reading, b.border_reading),
+                                   ("faint", a.faint_reading, b.faint_reading)):
         if first is None and second is None:
             continue
         other = _compare_readings(first or a, second or b)
