@@ -10,6 +10,10 @@ crawled from a loopback server over the folder), and measured from that home's w
 * math damaged: texts (a problem, or one option) whose TeX math as imported
   (``raw_questions``) is not all, unchanged, in the final text (``questions.problem``,
   ``choices.text`` matched through ``original_position``), by ``pipelines.clean.latex.convert.changed_math``;
+* formulas cut from an expression: formulas the build wrote (not TeX math of the import) that
+  an operator with an operand beyond it, a sign glued to them, a power or index just before them,
+  or a dot with no space still joins to the text outside (``cut_formulas``: ``log_2 \\( 8=3
+  \\)``, ``\\( I=0.5 \\mathrm{~kg} \\).m2``);
 * options changed: final option texts whose words and numbers differ from the imported
   option's (``signature``: NFKC, case-folded, letters and digits only, TeX commands but Greek
   letters dropped, so conversion to LaTeX is no change), and keys changed: questions whose
@@ -195,6 +199,32 @@ def _label_letter(label: str) -> str:
     return next(ch for ch in unicodedata.normalize("NFKC", label) if ch.isalpha())
 
 
+# an operator that joins what stands on its two sides into one expression, and what an operand
+# next to it starts (or ends) with: a formula of ours beside one is a piece of a longer expression
+_JOINING = r"[=+*×÷·<>≤≥≠≈±^]"
+_CUT_BEFORE = re.compile(rf"(?:[^\W_]|[)\]°%′]|\\\))\s*{_JOINING}\s*$|[-−+±=]$|[^\W_]\.$|[\^_][^\W_]+\s*$")
+_CUT_AFTER = re.compile(rf"^\s*{_JOINING}\s*(?:[^\W_]|\\\(|[√∠△∞])|^\.[^\W_]")
+
+
+def cut_formulas(before: str, after: str) -> list[str]:
+    """The formulas the build wrote into ``after`` (not TeX math of the imported ``before``) that are
+    a piece of a longer expression: an operator joins them to an operand outside (``log_2 \\( 8=3
+    \\)``), a sign is left outside (``-\\( 0.64 x \\)``) or a dot with no space joins them to a word
+    (``\\( 0.5 \\mathrm{~kg} \\).m2``)."""
+    from pipelines.tex_math import find_tex_math
+
+    imported = Counter(extract_math(before))
+    cut = []
+    for region in find_tex_math(after):
+        tex = region.inner.strip()
+        if imported[tex]:
+            imported[tex] -= 1
+            continue
+        if _CUT_BEFORE.search(after[: region.start]) or _CUT_AFTER.search(after[region.end :]):
+            cut.append(after[max(0, region.start - 12) : region.end + 12])
+    return cut
+
+
 def math_free(text: str, position: int) -> bool:
     """Whether ``position`` of ``text`` lies outside its TeX math."""
     from pipelines.tex_math import find_tex_math
@@ -231,9 +261,9 @@ def measure(home: DataHome) -> dict:
     accounted |= set(_rows(home, "SELECT source, source_key FROM duplicates"))
     lost = sorted(key for key in raw if key not in accounted)
 
-    texts_with_math = damaged = options_changed = keys_changed = 0
+    texts_with_math = damaged = options_changed = keys_changed = formulas_cut = 0
     form: Counter = Counter()
-    damaged_examples, changed_examples, form_examples = [], [], defaultdict(list)
+    damaged_examples, changed_examples, cut_examples, form_examples = [], [], [], defaultdict(list)
     expected_order: Counter = Counter()
     kept_as_expected: Counter = Counter()
     order_violations = []
@@ -243,6 +273,10 @@ def measure(home: DataHome) -> dict:
         pairs += [(raw_choices[original] if raw_choices is not None and original is not None else None, text)
                   for _, text, original in options[qid]]
         for before, after in pairs:
+            for piece in cut_formulas(before or "", after or ""):
+                formulas_cut += 1
+                if len(cut_examples) < 3:
+                    cut_examples.append(f"{key}: {piece!r}")
             if before and extract_math(before):
                 texts_with_math += 1
                 lost_math = changed_math(before, after or "")
@@ -296,6 +330,8 @@ def measure(home: DataHome) -> dict:
         "texts_with_math": texts_with_math,
         "math_damaged": damaged,
         "math_damaged_examples": damaged_examples,
+        "formulas_cut": formulas_cut,
+        "formulas_cut_examples": cut_examples,
         "options_changed": options_changed,
         "keys_changed": keys_changed,
         "options_changed_examples": changed_examples,
@@ -320,6 +356,7 @@ BASELINE_FIGURES = {
     "kept": "higher",
     "lost": "lower",
     "math_damaged": "lower",
+    "formulas_cut": "lower",
     "options_changed": "lower",
     "keys_changed": "lower",
     "separator_ends": "lower",
@@ -412,6 +449,7 @@ def render(results: dict[str, dict]) -> str:
         ("families of >1 kept question", [[f"{f['families']} ({f['family_members']} questions)"] for f in results.values()]),
         ("texts with math checked", [[str(f["texts_with_math"])] for f in results.values()]),
         ("math damaged (must be 0)", [[str(f["math_damaged"])] for f in results.values()]),
+        ("formulas cut from an expression", [[str(f["formulas_cut"])] for f in results.values()]),
         ("options changed (words, numbers)", [[str(f["options_changed"])] for f in results.values()]),
         ("keys changed", [[str(f["keys_changed"])] for f in results.values()]),
         ("options ending in a separator", [[str(f["separator_ends"])] for f in results.values()]),
@@ -491,7 +529,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: the build left no warehouse (exit {figures['build_exit']}): {figures['no_warehouse'][-500:]}")
         for line in figures["build_failures"]:
             print(f"{name}: {line}")
-        for key in ("lost_examples", "math_damaged_examples", "order_violation_examples", "options_changed_examples"):
+        for key in ("lost_examples", "math_damaged_examples", "formulas_cut_examples", "order_violation_examples", "options_changed_examples"):
             for example in figures.get(key, []):
                 print(f"{name}: {key.removesuffix('_examples').replace('_', ' ')}: {example}")
         for form, examples in figures.get("option_form_examples", {}).items():

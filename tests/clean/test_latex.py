@@ -149,6 +149,22 @@ CASES = [
     ("What is 10 cm - 4 cm?", r"What is \( 10 \mathrm{~cm}-4 \mathrm{~cm} \)?"),
     ("Cone - 3cm - 4cm = x", r"Cone - 3cm - \( 4 \mathrm{~cm}=x \)"),
     ("AB - 3cm", r"\( A B-3 \mathrm{~cm} \)"),
+    # a function's power or base before its argument; before, the rest became a false formula
+    # ("cos^2 \( x=1 \)", "log_2 \( 8=3 \)")
+    ("sin^2 x + cos^2 x = 1", r"\( \sin^{2} x+\cos^{2} x=1 \)"),
+    ("sin²x + cos²x = 1", r"\( \sin^{2} x+\cos^{2} x=1 \)"),
+    ("log_2 8 = 3", r"\( \log_{2} 8=3 \)"),
+    ("log₂ 8 = 3", r"\( \log_{2} 8=3 \)"),
+    # a piece of a longer expression stays as written (SceMQA options and texts)
+    ("rotational inertia I = 0.5 kg.m2 is", "rotational inertia I = 0.5 kg.m2 is"),
+    ("3,000 ± 3 N.cm", "3,000 ± 3 N.cm"),
+    ("ŷ= -0.6442x+ 22.94", "ŷ= -0.6442x+ 22.94"),
+    ("Height = 5.31 + 3.34 Percentage", "Height = 5.31 + 3.34 Percentage"),
+    ("3′-ATGCGACCAGCACGT-5′", "3′-ATGCGACCAGCACGT-5′"),
+    ("x = 5 + five", "x = 5 + five"),
+    # blanks and prose punctuation are no operands
+    ("∠1 = ( )°", r"\( \angle 1 \) = ( )°"),
+    ("Solve: 2x + 3 = 7", r"Solve: \( 2 x+3=7 \)"),
     # already converted text is left alone
     (r"\( 3 \times 4 \) is 12", r"\( 3 \times 4 \) is 12"),
     (r"Is \( x^{2} \) a square? 2 + 2", r"Is \( x^{2} \) a square? \( 2+2 \)"),

@@ -131,6 +131,12 @@ def test_the_figures_fail_on_planted_damage(built, tmp_path):
             "SELECT question_id FROM questions WHERE problem_original LIKE '%$%' AND question_id <> 'copy' ORDER BY 1 LIMIT 1"
         ).fetchone()[0]
         con.execute(f"UPDATE questions SET problem = replace(problem, '\\(', '\\( (') WHERE question_id = '{damaged}'")
+        # a formula cut from its expression: the rest of "log_2 8 = 3" written as a formula
+        cut = con.execute(
+            "SELECT question_id FROM questions WHERE problem_original NOT LIKE '%$%' AND problem_original NOT LIKE '%\\%' "
+            f"AND question_id NOT IN ('copy', '{labelled}') ORDER BY 1 LIMIT 1"
+        ).fetchone()[0]
+        con.execute(f"UPDATE questions SET problem = problem || ' log_2 \\( 8=3 \\)' WHERE question_id = '{cut}'")
         # a figure-label question whose options moved
         con.execute(
             "UPDATE choices SET original_position = CASE original_position WHEN 0 THEN 1 WHEN 1 THEN 0 ELSE original_position END "
@@ -139,6 +145,7 @@ def test_the_figures_fail_on_planted_damage(built, tmp_path):
     figures = corpus_quality.measure(DataHome(home))
     assert figures["families_across_splits"] == 1 and figures["figure_stems_across_splits"] == 1
     assert figures["math_damaged"] == 1 and figures["order_violations"] == 1
+    assert figures["formulas_cut"] == 1 and "log_2" in figures["formulas_cut_examples"][0]
     assert corpus_quality.problems({**figures, "build_exit": 2}) == [
         "build exited 2", "math damaged 1", "order violations 1", "families across splits 1", "figure stems across splits 1",
     ]

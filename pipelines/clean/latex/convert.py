@@ -70,7 +70,12 @@ What counts as math (the rules, in order):
 - Mixed numbers: "2 1/2" and "2½" are ``2 \\frac{1}{2}``.
 - Variables: a single ASCII letter; a lower-case run of 2-3 letters that is not an English
   word or a unit ("mx" in "y = mx + b" is ``m x``). Greek letters inside Greek words are prose.
-- A formula never starts or ends inside a word ("x2", "½0", "45°Celsius" stay as written).
+- A function may carry a power or base before its argument: "sin²x", "sin^2 x" ``\\sin^{2} x``,
+  "log₂ 8", "log_2 8" ``\\log_{2} 8``.
+- A formula never starts or ends inside a word ("x2", "½0", "45°Celsius" stay as written), nor
+  is it a piece of a longer expression: a span that an operator joins to an operand outside it
+  ("Height = 5.31 + 3.34 Percentage"), that leaves out a sign glued to it ("ŷ= -0.64x") or that
+  a dot or hyphen with no space joins to a word ("0.5 kg.m2", "3′-ATGCG") stays as written.
   After the spans are found, the prose left around them is searched again (found spans
   frozen) until nothing new turns up, so conversion is idempotent.
 
@@ -611,11 +616,11 @@ class _SpanParser:
                 return None
             return _Part(" ".join(t), i + 1, False)
         if t in FUNCTIONS:
-            j = self.skip_ws(i + 1)
-            argument = self.factor(j, after_op=False)
+            index, j = self.function_index(i + 1)
+            argument = self.factor(self.skip_ws(j), after_op=False)
             if argument is None:
                 return None
-            return _Part("\\" + t + " " + argument.latex, argument.end, argument.strong)
+            return _Part("\\" + t + index + " " + argument.latex, argument.end, argument.strong or bool(index))
         if len(t) == 1:
             return _Part(t, i + 1, False)
         if 2 <= len(t) <= 3 and t.isupper():
@@ -623,6 +628,22 @@ class _SpanParser:
         if 2 <= len(t) <= 3 and t.islower() and t not in _ENGLISH_SHORT_WORDS and t not in UNITS:
             return _Part(" ".join(t), i + 1, False)  # "mx" in "y = mx + b"
         return None
+
+    def function_index(self, i: int) -> tuple[str, int]:
+        """A power or base written between a function's name and its argument (``sin²x``,
+        ``sin^2 x``, ``log₂ 8``, ``log_2 8``) as LaTeX, and the token after it; ("", i) for none."""
+        k = self.kind(i)
+        if k == "SUP":
+            return "^{" + "".join(SUPERSCRIPTS[c] for c in self.tok(i)) + "}", i + 1
+        if k == "SUB":
+            return "_{" + "".join(SUBSCRIPTS[c] for c in self.tok(i)) + "}", i + 1
+        if k == "OP" and self.tok(i) == "^":
+            exponent = self.exponent(i + 1)
+            if exponent is not None:
+                return "^{" + exponent.latex + "}", exponent.end
+        if self.tok(i) == "_" and (self.kind(i + 1) == "NUM" or (self.kind(i + 1) == "WORD" and len(self.tok(i + 1)) == 1)):
+            return "_{" + self.tok(i + 1) + "}", i + 2
+        return "", i
 
     def sequence(self, first: _Part) -> _Part | None:
         """Extend a number to '1, 2, 3, ...': only a list containing an ellipsis is math."""
@@ -703,6 +724,42 @@ def _list_dashes(tokens: list[_Token]) -> list[_Token]:
     return [_Token("DASH", t.text, t.start, t.end) if i in dashes else t for i, t in enumerate(tokens)]
 
 
+# operators that join their two sides into one expression; ":", "/" and "-" are also prose
+# punctuation ("Solve: 2x = 6", "and/or", "x-axis")
+_JOINING_OPERATORS = frozenset(OPERATORS) - {":", "/", "-"}
+_OPERAND_END = {"NUM", "WORD", "GREEK", "CHEM", "VFRAC", "SYMBOL", "RPAR", "SUP", "SUB", "PERCENT", "DEGREE",
+                "PRIME", "OPAQUE"}
+_OPERAND_START = {"NUM", "WORD", "GREEK", "CHEM", "VFRAC", "SYMBOL", "ROOT", "ANGLE", "OPAQUE"}
+
+
+def _piece_of_more(tokens: list[_Token], start: int, end: int) -> bool:
+    """Whether the span ``tokens[start:end]`` is a piece of a longer expression the rules could not
+    read whole, which alone would say something else: an operator joins it to an operand beside it
+    (``Height = 5.31 + 3.34 Percentage``), a sign glued to it is left out (``ŷ= -0.64x``), a dot
+    with no space joins it to a word (``0.5 kg.m2``: a unit's second half) or a hyphen does
+    (``3′-ATGCG``, like ``3-page``). Such a span stays as written. A blank after the operator
+    (``3 × 4 = ?``, ``∠1 = ( )°``) is no operand, and ``:`` ``/`` ``-`` join only when glued."""
+    def kind(i: int) -> str | None:
+        return tokens[i].kind if 0 <= i < len(tokens) else None
+
+    def skip_ws(i: int, step: int) -> int:
+        return i + step if kind(i) == "WS" else i
+
+    if kind(start - 1) == "OP" and tokens[start - 1].text != ":":
+        return True
+    before = skip_ws(start - 1, -1)
+    if kind(before) == "OP" and tokens[before].text in _JOINING_OPERATORS and kind(skip_ws(before - 1, -1)) in _OPERAND_END:
+        return True
+    after = skip_ws(end, 1)
+    if kind(after) == "OP" and tokens[after].text in _JOINING_OPERATORS and kind(skip_ws(after + 1, 1)) in _OPERAND_START:
+        return True
+    if kind(end) == "PUNCT" and tokens[end].text == "." and kind(end + 1) in _WORDLIKE:
+        return True
+    if kind(end) == "OP" and tokens[end].text in ("-", "−") and kind(end + 1) in _WORDLIKE:
+        return True
+    return kind(start - 1) == "PUNCT" and tokens[start - 1].text == "." and kind(start - 2) in _WORDLIKE
+
+
 def _find_spans(tokens: list[_Token]) -> list[tuple[int, int, str]]:
     """(start token, end token, LaTeX) of every formula span, left to right."""
     parser = _SpanParser(tokens)
@@ -719,6 +776,8 @@ def _find_spans(tokens: list[_Token]) -> list[tuple[int, int, str]]:
             if part is not None and (part.group_only or not part.strong):
                 part = None
             if part is not None and part.end < n and _inside_word(tokens[part.end - 1], tokens[part.end]):
+                part = None
+            if part is not None and _piece_of_more(tokens, i, part.end):
                 part = None
         if part is None:
             i += 1
