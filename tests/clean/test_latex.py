@@ -162,6 +162,17 @@ CASES = [
     ("Height = 5.31 + 3.34 Percentage", "Height = 5.31 + 3.34 Percentage"),
     ("3′-ATGCGACCAGCACGT-5′", "3′-ATGCGACCAGCACGT-5′"),
     ("x = 5 + five", "x = 5 + five"),
+    # code is not math: a block of lines where a line reads as code stays as written
+    ("for (int i = 0; i < n; i++) sum += a[i];", "for (int i = 0; i < n; i++) sum += a[i];"),
+    ("What is the output?\nx = 5\ny = x + 2\nprint(y)", "What is the output?\nx = 5\ny = x + 2\nprint(y)"),
+    ("def f(n): return n * 2", "def f(n): return n * 2"),
+    ("Code:\nwhile (x > 0) {\n  x -= 2;\n}\n\nIs x = 3 + 4 true?", "Code:\nwhile (x > 0) {\n  x -= 2;\n}\n\nIs \\( x=3+4 \\) true?"),
+    ("If we let x = 5, then 2x = 10.", r"If we let \( x=5 \), then \( 2 x=10 \)."),
+    # units and names are not products of variables ("1 mol" was "1 \( m o l=... \)")
+    ("1 mol = 6.02 × 10^23 particles", r"\( 1 \mathrm{~mol}=6.02 \times 10^{23} \) particles"),
+    ("ΔH = -285 kJ/mol", r"\( \Delta H=-285 \mathrm{~kJ} / \mathrm{mol} \)"),
+    ("x = max + 1", "x = max + 1"),
+    ("arr = [1, 2, 3]", "arr = [1, 2, 3]"),
     # blanks and prose punctuation are no operands
     ("∠1 = ( )°", r"\( \angle 1 \) = ( )°"),
     ("Solve: 2x + 3 = 7", r"Solve: \( 2 x+3=7 \)"),

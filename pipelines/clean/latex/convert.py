@@ -42,7 +42,10 @@ What counts as math (the rules, in order):
 - Never math: URLs and e-mail addresses, dates (3/4/2020, 2020-03-04, 04.03.2020), times
   (H:MM with minutes 00-59, optionally a.m./p.m.: "3:45 p.m."), ordinals (1st, 22nd),
   LaTeX already in the text (math regions above, and commands such as ``\\frac`` written
-  without delimiters), hyphenated words ("3-page", "grade-3", "x-axis").
+  without delimiters), hyphenated words ("3-page", "grade-3", "x-axis"), code: a block of
+  lines (up to a blank line, holding no TeX math) where a line reads as code (``==``, ``+=``,
+  ``++``, ``&&``, ``print(``, ``def f(``, ``int i =``, ``while (…) {``), since ``i = 0`` there
+  is code and ``7 / 2`` in C is not ``\\frac{7}{2}``.
 - A formula span is a maximal expression: operands (numbers, single ASCII letters, Greek
   letters, chemical formulas, vulgar fractions, ∞, parenthesized expressions, sin/cos/tan/
   cot/sec/csc/log/ln/exp applied to an operand, 2-3 capital letters such as segment AB)
@@ -69,7 +72,7 @@ What counts as math (the rules, in order):
   2H₂O ``2 \\mathrm{H}_{2} \\mathrm{O}``. A letter with subscript 1 (V₁, x₁) is a variable.
 - Mixed numbers: "2 1/2" and "2½" are ``2 \\frac{1}{2}``.
 - Variables: a single ASCII letter; a lower-case run of 2-3 letters that is not an English
-  word or a unit ("mx" in "y = mx + b" is ``m x``). Greek letters inside Greek words are prose.
+  word, a unit or a name of math or code ("max", "gcd", "arr"): "mx" in "y = mx + b" is ``m x``. Greek letters inside Greek words are prose.
 - A function may carry a power or base before its argument: "sin²x", "sin^2 x" ``\\sin^{2} x``,
   "log₂ 8", "log_2 8" ``\\log_{2} 8``.
 - A formula never starts or ends inside a word ("x2", "½0", "45°Celsius" stay as written), nor
@@ -167,7 +170,12 @@ FUNCTIONS = frozenset({"sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "e
 UNITS = frozenset({
     "mm", "cm", "dm", "m", "km", "mg", "g", "kg", "mL", "ml", "L", "cL", "s", "ms", "h", "hr",
     "ft", "yd", "mi", "lb", "oz", "N", "J", "W", "V", "Pa", "kPa", "Hz", "cal", "kcal",
+    "nm", "mol", "mmol", "kJ", "eV", "keV", "MeV", "atm", "mA", "kW", "kV", "mV", "kHz", "MHz", "GHz",
+    "min", "sec", "yr", "mph",
 })
+# short lower-case names that are never a product of variables ("max" is not m·a·x): functions
+# and abbreviations of math and of code
+_NAMES = frozenset("max min gcd lcm mod abs det deg rad arg lim sgn var std cov avg arr idx len str num tmp val".split())
 # short lower-case words that are English, never a product of variables such as "mx"
 _ENGLISH_SHORT_WORDS = frozenset("""am an as at be by do go he if in is it me my no of oh ok on or
 so to up us we ya ye and are but can did for had has her him his how its let may not now off
@@ -610,7 +618,7 @@ class _SpanParser:
             return None
         if juxtaposed_to is not None:
             # "2x", "3xy", "2ab": a number (or group) followed by a few variables
-            if t in UNITS or len(t) > 3 or not t.islower() or t in FUNCTIONS:
+            if t in UNITS or len(t) > 3 or not t.islower() or t in FUNCTIONS or t in _NAMES:
                 return None
             if juxtaposed_to.latex.endswith("}") and juxtaposed_to.latex.startswith(r"\mathrm"):
                 return None
@@ -625,7 +633,7 @@ class _SpanParser:
             return _Part(t, i + 1, False)
         if 2 <= len(t) <= 3 and t.isupper():
             return _Part(" ".join(t), i + 1, False)
-        if 2 <= len(t) <= 3 and t.islower() and t not in _ENGLISH_SHORT_WORDS and t not in UNITS:
+        if 2 <= len(t) <= 3 and t.islower() and t not in _ENGLISH_SHORT_WORDS and t not in UNITS and t not in _NAMES:
             return _Part(" ".join(t), i + 1, False)  # "mx" in "y = mx + b"
         return None
 
@@ -976,6 +984,7 @@ class LatexConverter:
             # rest of the text stays as it is
             math = [m for m in math if m.start < unclosed]
             opaque = [(m.start, m.end) for m in math] + [(unclosed, len(text))]
+        opaque = sorted(opaque + _code_blocks(text, math))
         tokens = _list_dashes(_tokenize(text, opaque))
         converted_spans: list[tuple[int, int, str]] = []  # (start, end, latex), char offsets
         errors: list[tuple[int, str]] = []
@@ -1019,6 +1028,31 @@ class LatexConverter:
             error = "; ".join(message for _, message in sorted(errors))
             error = " ".join(error.splitlines())
         return LatexConversion(converted, formulas, converted != text, error, tex_math)
+
+
+# what only code writes: comparison and compound assignment, increments, logical operators, a
+# call of print, a definition, a declaration, a loop or condition opening its block
+_CODE = re.compile(
+    r"==|!=|[-+*/%]=|\+\+|&&|\|\||\bprint\(|\bdef\s+\w+\s*\(|\bfunction\s+\w+\s*\("
+    r"|\b(?:int|float|double|char|bool|var|const|auto)\s+\w+\s*[=;\[]|\b(?:while|for|if|switch)\s*\(.*\)\s*[{:]"
+)
+
+
+def _code_blocks(text: str, math: list[TexMath]) -> list[tuple[int, int]]:
+    """(start, end) of each block of lines (up to a blank line) where a line reads as code
+    (``_CODE``, outside TeX math): no formula is found there, since ``i = 0`` in ``for (int i = 0;
+    i < n; i++)`` is code, and ``7 / 2`` in C is not ``\\frac{7}{2}``. A block that holds TeX math
+    is a math text, not code."""
+    if _CODE.search(text) is None:
+        return []
+    blocks = []
+    for block in re.finditer(r"(?:[^\n]+(?:\n|$))+", text):
+        start, end = block.start(), block.end()
+        if any(m.start < end and start < m.end for m in math):
+            continue
+        if _CODE.search(block.group()) is not None:
+            blocks.append((start, end))
+    return blocks
 
 
 # Without one of these characters no rule can fire (fast path for plain prose).
