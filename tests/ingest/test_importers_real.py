@@ -134,6 +134,12 @@ def store(tmp_path):
          "C. Shape A is turned to get Shape ;C.; D. No correct answer", "",
          ["Shape A is translated right to get Shape ;C.", "Shape A is moved down to get Shape ;C.",
           "Shape A is turned to get Shape ;C.", "No correct answer"]),
+        # lower-case labels in brackets inline, in a text with no capital ones
+        ("Select the best answer.\n(a) cat (b) dog (c) bird", "Select the best answer.", ["cat", "dog", "bird"]),
+        ("Which is largest? (a) 2 (b)4 (c) 6", "Which is largest?", ["2", "4", "6"]),
+        # with capital ones, they belong to the stem
+        ("Which are true? (a) x > 0 (b) y > 0\nA. (a) only B. (b) only C. both", "Which are true? (a) x > 0 (b) y > 0",
+         ["(a) only", "(b) only", "both"]),
         # brackets that do not pair, at the start of a line (SceMQA Chemistry #180)
         ("the energy absorbed?\n\n(A} was used to melt.\r\n(B) was used to boil.\r\n(C) was lost.", "the energy absorbed?",
          ["was used to melt.", "was used to boil.", "was lost."]),
@@ -187,6 +193,11 @@ def test_options_holding_no_label(text):
         "Only A. one",
         "U.S.A. B. C. are letters",  # no label A starts a run
         "f(A) and f(B) are values",  # f(A) is notation
+        "If f(a) = 2 and f(b) = 3, find f(c).",
+        # after a word they name a figure's panels (GAOKAO-MM Physics: 如图 (a) … 如图 (b) 所示)
+        "如图 (a), 线圈绕在同一软铁芯上, 电压如图 (b) 所示, 可能正确的是 ( )",
+        "The velocity (a) doubles (b) halves",
+        "Is $(a) x (b) y$ true?",  # inside math
         "$A. x$ and $B. y$",  # inside math
         "\\(A. x\\) and \\(B. y\\)",
         "表\n\\begin{tabular}{|c|c|}\n\\hline x & A. \\\\\n\\hline y & B. \\\\\n\\end{tabular}",  # labels not first

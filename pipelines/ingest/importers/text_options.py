@@ -20,7 +20,11 @@ label, ``A & 稀盐酸 & …``) are the table's labels when the text has no run 
 the table stays in the stem (its header says what the cells are) and the options are A, B, ...
 At the start of a line a lower-case letter (``c.``, an OCR slip), a bare letter followed by a
 space (``B $F$ ...``) or a letter in brackets that do not pair (``(A} was used``, ``[B)``) is a
-label too, when every label of the run starts a line.
+label too, when every label of the run starts a line. A text with no run of capital labels may
+have lower-case ones in brackets anywhere in a line (``Which? (a) cat (b) dog (c) bird``), when
+the first starts a line or follows a question's or sentence's end: after a word they name a
+figure's panels (GAOKAO-MM's ``如图 (a), … 如图 (b) 所示``); with a run of capital labels they
+are the stem's (``statements (a)-(c)``).
 
 The options are the longest run of labels A, B, C, ... in order (ties: the run that starts
 last, so a stem mentioning "(A)" does not count); each option's text runs to the next label,
@@ -143,6 +147,22 @@ def _labels(text: str, regions: list[tuple[int, int]]) -> list[_Label]:
     ]
 
 
+_LOWER_IN_BRACKETS = re.compile(r"[(（]([a-z])[)）]")
+_SENTENCE_END = re.compile(r"[?:.!？：。！][ \t\u3000]*\Z")
+
+
+def _lower_labels(text: str, regions: list[tuple[int, int]]) -> list[_Label]:
+    """Lower-case letters in brackets anywhere in a line (``(a) cat (b) dog (c) bird``), for a
+    text with no run of capital labels: never after a letter, backslash or sub/superscript
+    (``f(a)``), never inside math."""
+    at_line_start = _LineStarts(text)
+    return [
+        _Label(m.start(), m.end(), ord(m.group(1)) - ord("a"), True, at_line_start(m.start()))
+        for m in _LOWER_IN_BRACKETS.finditer(text)
+        if not (m.start() > 0 and _NOT_BEFORE_LABEL.match(text[m.start() - 1])) and not _inside(regions, m.start())
+    ]
+
+
 def _run_from(first: _Label, by_letter: dict[int, tuple[list[int], list[_Label]]]) -> list[_Label]:
     """Labels B, C, ... after ``first``, each the first one found after the previous; a run
     across lines takes labels that start a line (strong or weak), a free run strong ones
@@ -232,7 +252,12 @@ def read_options(text: str) -> OptionsText | None:
         run = with_glued
     if len(run) < 2:
         letters = _table_letters(text)
-        return OptionsText(text.rstrip(), letters, None) if letters else None
+        if letters:
+            return OptionsText(text.rstrip(), letters, None)
+        labels = _lower_labels(text, regions)
+        run = _best_run(labels)
+        if len(run) < 2 or not (run[0].line_start or _SENTENCE_END.search(text, 0, run[0].start)):
+            return None
     bodies = _bodies(text, run, regions)
     defect = _defect(text, run, bodies, regions)
     if defect is not None:
