@@ -239,6 +239,19 @@ def test_answers_with_explanations_and_several_answers():
     assert parse_answer("BD", ["AB", "BD"], 2) == 1  # the option's text wins over several letters
 
 
+def test_answer_letters_wrapped_in_tex_markdown_or_chinese_words():
+    options = ["4 cm", "6 cm", "8 cm", "10 cm"]
+    for value in ("Ｂ", "（B）", "$B$", "$\\mathrm{B}$", "\\boxed{B}", "\\(B\\)", "\\text{B}", "**B**",
+                  "【答案】B", "答案：B", "答案是B", "故选B", "选B", "B选项"):
+        for answer_format in ("auto", "letter"):
+            assert parse_answer(value, options, 4, answer_format=answer_format) == 1, (value, answer_format)
+    with pytest.raises(AnswerError) as caught:
+        parse_answer("【答案】BD", options, 4)
+    assert caught.value.reason == "several answers"
+    # an option's own text is not unwrapped into a letter: "$a$" is option 1, not option A
+    assert parse_answer("$a$", ["$b$", "$a$"], 2) == 1
+
+
 # ---------------------------------------------------------------- json: layouts
 
 

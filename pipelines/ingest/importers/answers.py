@@ -14,6 +14,9 @@ when the two differ.
 
 With ``answer_format="letter"`` the letter may be followed by an explanation (``D``,
 ``D. because ...``, ``(D) ...``, ``D: ...``, ``D ...``): the first letter is the answer.
+A letter may be wrapped as real answer fields wrap it (``_bare``: full-width ``Ｂ``, TeX
+``$\\mathrm{B}$`` or ``\\boxed{B}``, Markdown ``**B**``, Chinese exams' ``【答案】B``, ``故选B``,
+``B选项``), unless the answer is an option's own text (``$a$``).
 A list of one answer is that answer. Several answers (``["A", "C"]``, ``"BD"``,
 ``"(A, D) ..."``) cannot be held by one ``answer_idx`` and are refused as ``several answers``.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 import math
 import re
 import string
+import unicodedata
 from typing import Any, Sequence
 
 from pipelines.ingest.importers.common import RecordProblem, one_line
@@ -45,6 +49,24 @@ _LETTER_LIST = re.compile(
 _LETTER_RUN = re.compile(r"^[A-Z](?:\s*[A-Z])+$")
 _INDEX = re.compile(r"^\s*\d+\s*$")
 _NUMBER_LABEL = re.compile(r"^[(（\[]?\s*(\d{1,2})\s*[)）\]]?\s*[.．]?$")
+
+
+# what wraps a letter in real answer fields: TeX (``$\\mathrm{B}$``, ``\\boxed{B}``, ``\\(B\\)``),
+# Markdown bold, and Chinese exams' words for "answer" / "choose" / "option" (``【答案】B``,
+# ``答案：B``, ``故选B``, ``B选项``)
+_TEX_WRAPPER = re.compile(r"^(?:\$+(.*?)\$+|\\\((.*)\\\)|\\(?:boxed|text|mathrm|textbf|mathbf|rm)\s*\{(.*)\}|\*\*(.*)\*\*)$", re.DOTALL)
+_CHINESE_PREFIX = re.compile(r"^(?:【答案】|【解答】)?\s*(?:正确答案|答案|故选|应选|选)?\s*(?:是|为)?\s*[:]?\s*")
+_CHINESE_SUFFIX = re.compile(r"\s*(?:选项|项)\s*[.。]?$")
+
+
+def _bare(text: str) -> str:
+    """An answer text without the wrapping around its letter (``_TEX_WRAPPER``, the Chinese
+    words), full-width letters and brackets made ASCII (``Ｂ``, ``（B）``); other texts as they are."""
+    bare = unicodedata.normalize("NFKC", text).strip()
+    bare = _CHINESE_SUFFIX.sub("", _CHINESE_PREFIX.sub("", bare, count=1), count=1).strip()
+    while (wrapped := _TEX_WRAPPER.match(bare)) is not None:
+        bare = next(group for group in wrapped.groups() if group is not None).strip()
+    return bare
 
 
 class AnswerError(RecordProblem):
@@ -120,15 +142,18 @@ def parse_answer(
         if number:
             readings.append(("label", label_index.get(str(int(number.group(1))), num_options)))
         if answer_format in ("auto", "letter"):
-            letter = _LETTER.match(text)
+            bare = _bare(text)
+            if bare != text and option_texts is not None and any(_norm(option) == _norm(text) for option in option_texts):
+                bare = text  # an option's own text ("$a$" among "$b$", "$a$"): no letter is unwrapped from it
+            letter = _LETTER.match(bare)
             if letter:
                 readings.append(("letter", label_index.get(letter.group(1).casefold(), num_options)))
-            elif text.casefold() in label_index:
-                readings.append(("letter", label_index[text.casefold()]))
+            elif bare.casefold() in label_index:
+                readings.append(("letter", label_index[bare.casefold()]))
             else:
-                several = several_letters(text, label_index)
-                with_text = _LETTER_WITH_TEXT.match(text)
-                explained = _LETTER_EXPLAINED.match(text)
+                several = several_letters(bare, label_index)
+                with_text = _LETTER_WITH_TEXT.match(bare)
+                explained = _LETTER_EXPLAINED.match(bare)
                 if with_text and option_texts is not None and several is None:
                     i = label_index.get(with_text.group(1).casefold())
                     if i is not None and i < len(option_texts) and _norm(option_texts[i]) == _norm(with_text.group(2)):
