@@ -134,6 +134,17 @@ def store(tmp_path):
          "C. Shape A is turned to get Shape ;C.; D. No correct answer", "",
          ["Shape A is translated right to get Shape ;C.", "Shape A is moved down to get Shape ;C.",
           "Shape A is turned to get Shape ;C.", "No correct answer"]),
+        # MMStar's "Options: A: …, B: …"; an evaluation prompt's instruction after the options is the stem's
+        ("Which is it?\nOptions: A: The suitcase is on the book., B: The suitcase is beneath the cat.", "Which is it?\nOptions:",
+         ["The suitcase is on the book.", "The suitcase is beneath the cat."]),
+        ("Question: Which is a mammal? Options: (A) shark (B) whale (C) trout (D) eel. Answer with the option letter.",
+         "Question: Which is a mammal? Options:\nAnswer with the option letter.", ["shark", "whale", "trout", "eel"]),
+        ("Which? (A) 1 (B) 2 Please select the correct answer from the options above.",
+         "Which?\nPlease select the correct answer from the options above.", ["1", "2"]),
+        ("Which? (A) Answer the call (B) Select an option letter", "Which?", ["Answer the call", "Select an option letter"]),
+        # a dash after a label goes before a word, not before a number
+        ("Pick one\nA - red\nB - blue", "Pick one", ["red", "blue"]),
+        ("Which? A. -5 B. - 3 C. 4", "Which?", ["-5", "- 3", "4"]),
         # lower-case labels in brackets inline, in a text with no capital ones
         ("Select the best answer.\n(a) cat (b) dog (c) bird", "Select the best answer.", ["cat", "dog", "bird"]),
         ("Which is largest? (a) 2 (b)4 (c) 6", "Which is largest?", ["2", "4", "6"]),

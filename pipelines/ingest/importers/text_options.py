@@ -28,9 +28,11 @@ are the stem's (``statements (a)-(c)``).
 
 The options are the longest run of labels A, B, C, ... in order (ties: the run that starts
 last, so a stem mentioning "(A)" does not count); each option's text runs to the next label,
-the last one's to the end. Its ends lose white space, separators (``;`` ``；`` ``,`` ``，``, and
-``|`` unless the option's bars are paired, as in ``|x|``) and a doubled label punctuation
-(``(A). 5``), never a character inside math (``$a;b$``). An option with no text (drawn in the
+the last one's to the end, but for an evaluation prompt's instruction written after it
+(``… (D) eel. Answer with the option letter.``: a sentence that tells the reader to answer,
+select or choose an option or letter), which goes to the stem. Its ends lose white space, separators (``;`` ``；`` ``,`` ``，``, and
+``|`` unless the option's bars are paired, as in ``|x|``), a doubled label punctuation
+(``(A). 5``) and a dash before a word (``A - red``; ``- 5`` may be minus five), never a character inside math (``$a;b$``). An option with no text (drawn in the
 figure) is its letter, so it stays visible as a label.
 
 An option holds another option's label (``held_label``: We-Math's ``'; C. There is no obtuse
@@ -220,7 +222,11 @@ def _trimmed(text: str, start: int, end: int, regions: list[tuple[int, int]]) ->
             return True
         if char == "|":
             return bars % 2 == 1
-        # "(A). 5": a second label punctuation, followed by white space (".5" is a number)
+        # "(A). 5": a second label punctuation, followed by white space (".5" is a number);
+        # "A - red": a dash, followed by white space and a word ("- 5" may be minus five)
+        if at_start and char in "-–—":
+            rest = text[i + 1 : end]
+            return rest[:1].isspace() and rest.lstrip()[:1].isalpha()
         return at_start and char in _LABEL_PUNCTUATION and (i + 1 == end or text[i + 1].isspace())
 
     while start < end and removable(start, True):
@@ -266,7 +272,26 @@ def read_options(text: str) -> OptionsText | None:
             run, bodies = sound, _bodies(text, sound, regions)
             defect = _defect(text, run, bodies, regions)
     options = [text[start:stop] or chr(ord("A") + label.index) for label, (start, stop) in zip(run, bodies)]
-    return OptionsText(text[: run[0].start].rstrip(), options, defect)
+    stem = text[: run[0].start].rstrip()
+    instruction = _INSTRUCTION.search(options[-1])
+    if instruction is not None and instruction.start() > 0:
+        # a prompt's instruction after the options is the stem's, not option D's text; the
+        # sentence it ended loses its full stop when no other option has one ("eel.")
+        options[-1] = options[-1][: instruction.start()].rstrip()
+        if options[-1].endswith(".") and not any(option.endswith(".") for option in options[:-1]):
+            options[-1] = options[-1][:-1].rstrip() or options[-1]
+        stem = f"{stem}\n{instruction.group().strip()}" if stem else instruction.group().strip()
+    return OptionsText(stem, options, defect)
+
+
+# an evaluation prompt's instruction written after the options (LLaVA's "Answer with the
+# option's letter from the given choices directly.", MMMU's "Please select the correct answer
+# from the options above."): a sentence of its own that names the options or their letters
+_INSTRUCTION = re.compile(
+    r"(?:(?<=[.?!。？！\n])\s*|\s+(?=Please\s))(?:Please\s+)?(?:Answer|Select|Choose|Pick|Respond|Reply)\b[^.?!\n]*"
+    r"\b(?:letter|option|options|choice|choices)\b[^.?!\n]*[.?!。]?\s*\Z",
+    re.IGNORECASE,
+)
 
 
 _TABULAR = re.compile(r"\\begin\{(tabular\*?|array)\}(.*?)\\end\{\1\}", re.DOTALL)
