@@ -135,10 +135,15 @@ def store(tmp_path):
          ["Shape A is translated right to get Shape ;C.", "Shape A is moved down to get Shape ;C.",
           "Shape A is turned to get Shape ;C.", "No correct answer"]),
         # MMStar's "Options: A: …, B: …"; an evaluation prompt's instruction after the options is the stem's
-        ("Which is it?\nOptions: A: The suitcase is on the book., B: The suitcase is beneath the cat.", "Which is it?\nOptions:",
+        ("Which is it?\nOptions: A: The suitcase is on the book., B: The suitcase is beneath the cat.", "Which is it?",
          ["The suitcase is on the book.", "The suitcase is beneath the cat."]),
         ("Question: Which is a mammal? Options: (A) shark (B) whale (C) trout (D) eel. Answer with the option letter.",
-         "Question: Which is a mammal? Options:\nAnswer with the option letter.", ["shark", "whale", "trout", "eel"]),
+         "Question: Which is a mammal?\nAnswer with the option letter.", ["shark", "whale", "trout", "eel"]),
+        # the header that introduces the options is theirs (MathVista, MathVerse); a word that ends in it is not
+        ("Hint: answer with a letter.\nQuestion: Is it less than 3?\nChoices:\n(A) Yes\n(B) No",
+         "Hint: answer with a letter.\nQuestion: Is it less than 3?", ["Yes", "No"]),
+        ("what is ∠1?\nChoices:\nA:25°\nB:30°", "what is ∠1?", ["25°", "30°"]),
+        ("Which has more options? A. two B. three", "Which has more options?", ["two", "three"]),
         ("Which? (A) 1 (B) 2 Please select the correct answer from the options above.",
          "Which?\nPlease select the correct answer from the options above.", ["1", "2"]),
         ("Which? (A) Answer the call (B) Select an option letter", "Which?", ["Answer the call", "Select an option letter"]),

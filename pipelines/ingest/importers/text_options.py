@@ -30,7 +30,8 @@ The options are the longest run of labels A, B, C, ... in order (ties: the run t
 last, so a stem mentioning "(A)" does not count); each option's text runs to the next label,
 the last one's to the end, but for an evaluation prompt's instruction written after it
 (``… (D) eel. Answer with the option letter.``: a sentence that tells the reader to answer,
-select or choose an option or letter), which goes to the stem. Its ends lose white space, separators (``;`` ``；`` ``,`` ``，``, and
+select or choose an option or letter), which goes to the stem; the stem loses a header that introduces the options (``Choices:``,
+``Options:``, ``选项：``). Its ends lose white space, separators (``;`` ``；`` ``,`` ``，``, and
 ``|`` unless the option's bars are paired, as in ``|x|``), a doubled label punctuation
 (``(A). 5``) and a dash before a word (``A - red``; ``- 5`` may be minus five), never a character inside math (``$a;b$``). An option with no text (drawn in the
 figure) is its letter, so it stays visible as a label.
@@ -272,7 +273,7 @@ def read_options(text: str) -> OptionsText | None:
             run, bodies = sound, _bodies(text, sound, regions)
             defect = _defect(text, run, bodies, regions)
     options = [text[start:stop] or chr(ord("A") + label.index) for label, (start, stop) in zip(run, bodies)]
-    stem = text[: run[0].start].rstrip()
+    stem = _OPTIONS_HEADER.sub("", text[: run[0].start]).rstrip()
     instruction = _INSTRUCTION.search(options[-1])
     if instruction is not None and instruction.start() > 0:
         # a prompt's instruction after the options is the stem's, not option D's text; the
@@ -283,6 +284,11 @@ def read_options(text: str) -> OptionsText | None:
         stem = f"{stem}\n{instruction.group().strip()}" if stem else instruction.group().strip()
     return OptionsText(stem, options, defect)
 
+
+# the header that introduces the options ("Question: …?\nChoices:", MathVista's, MathVerse's and
+# MMStar's layouts): the options' own, not the question's
+_OPTIONS_HEADER = re.compile(r"(?:(?<=[\s.?!。？！])|\A)(?:Answer\s+)?(?:Choices|Options)\s*[:：]\s*\Z|选项\s*[:：]\s*\Z",
+                             re.IGNORECASE)
 
 # an evaluation prompt's instruction written after the options (LLaVA's "Answer with the
 # option's letter from the given choices directly.", MMMU's "Please select the correct answer
