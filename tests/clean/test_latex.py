@@ -162,6 +162,14 @@ CASES = [
     ("Height = 5.31 + 3.34 Percentage", "Height = 5.31 + 3.34 Percentage"),
     ("3′-ATGCGACCAGCACGT-5′", "3′-ATGCGACCAGCACGT-5′"),
     ("x = 5 + five", "x = 5 + five"),
+    ("a:b = 2:3", "a:b = 2:3"),  # a ratio of letters: "a:\( b=2:3 \)" before
+    ("test H0 : β = 0 versus Ha : β > 0", r"test H0 : \( \beta=0 \) versus Ha : \( \beta>0 \)"),  # labels (SceMQA)
+    ("F = G m1 m2 / r^2", r"\( F=G \) m1 m2 / r^2"),  # a spaced division joins its sides
+    ("∑ i = 55", "∑ i = 55"),  # beside a math symbol the rules do not read, a span is its operand
+    # scientific notation is one number (before: "1.5 e-3", Euler's e minus 3), and a span does
+    # not stop before a power ("\( k=1.5 e-3 \mathrm{~s} \)^-1" before)
+    ("k = 1.5e-3 s^-1", r"\( k=1.5e-3 \) \( s^{-1} \)"),
+    ("N = 6.02E23", r"\( N=6.02E23 \)"),
     # code is not math: a block of lines where a line reads as code stays as written
     ("for (int i = 0; i < n; i++) sum += a[i];", "for (int i = 0; i < n; i++) sum += a[i];"),
     ("What is the output?\nx = 5\ny = x + 2\nprint(y)", "What is the output?\nx = 5\ny = x + 2\nprint(y)"),

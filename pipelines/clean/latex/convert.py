@@ -77,8 +77,10 @@ What counts as math (the rules, in order):
   "log₂ 8", "log_2 8" ``\\log_{2} 8``.
 - A formula never starts or ends inside a word ("x2", "½0", "45°Celsius" stay as written), nor
   is it a piece of a longer expression: a span that an operator joins to an operand outside it
-  ("Height = 5.31 + 3.34 Percentage"), that leaves out a sign glued to it ("ŷ= -0.64x") or that
-  a dot or hyphen with no space joins to a word ("0.5 kg.m2", "3′-ATGCG") stays as written.
+  ("Height = 5.31 + 3.34 Percentage", "a:b = 2:3", "m1 m2 / r^2"), that leaves out a sign glued
+  to it ("ŷ= -0.64x") or a power after it, that stands beside a math symbol the rules do not
+  read ("∑ i = 55") or that a dot or hyphen with no space joins to a word ("0.5 kg.m2",
+  "3′-ATGCG") stays as written. A number may be written in E notation ("1.5e-3", "6.02E23").
   After the spans are found, the prose left around them is searched again (found spans
   frozen) until nothing new turns up, so conversion is idempotent.
 
@@ -92,6 +94,7 @@ and 1/2, − and -, ... and …). A span that fails keeps its original text and
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -201,7 +204,7 @@ _TOKEN_PATTERNS = [
     ("TIME", r"(?<![\w:])\d{1,2}:[0-5]\d(?::[0-5]\d)?(?![\d:])"
              r"(?:\s?(?:[aApP]\.\s?[mM]\.|[aApP][mM]\b))?"),
     ("ORDINAL", r"\d+(?:st|nd|rd|th)(?![^\W\d_])"),
-    ("NUM", r"\d{1,3}(?:,\d{3})+(?![\d,])(?:\.\d+)?|\d+(?:\.\d+)?"),
+    ("NUM", r"\d{1,3}(?:,\d{3})+(?![\d,])(?:\.\d+)?|\d+(?:\.\d+)?(?:[eE][-+]?\d+(?![\w.]))?"),
     ("CHEM", rf"(?:[A-Z][a-z]?[₀-₉]*)+(?!{_LETTER})"),
     ("GREEK", r"(?<![\u0370-\u03ff\u1f00-\u1fff])[" + "".join(GREEK) + r"](?![\u0370-\u03ff\u1f00-\u1fff])"),
     ("WORD", rf"{_LETTER}+"),
@@ -753,13 +756,31 @@ def _piece_of_more(tokens: list[_Token], start: int, end: int) -> bool:
     def skip_ws(i: int, step: int) -> int:
         return i + step if kind(i) == "WS" else i
 
-    if kind(start - 1) == "OP" and tokens[start - 1].text != ":":
+    def joining(i: int) -> bool:
+        """An operator joining its sides: always, "/" and "-" with space on both sides or none
+        (``m1 m2 / r^2``), ":" between a letter or digit and what follows with no space (``a:b``;
+        ``H0 : β = 0`` and ``Solve:2x`` are labels)."""
+        if kind(i) != "OP":
+            return False
+        if tokens[i].text in _JOINING_OPERATORS:
+            return True
+        if tokens[i].text == ":":
+            return kind(i - 1) in _OPERAND_END and len(tokens[i - 1].text) == 1 and kind(i + 1) != "WS"
+        return (kind(i - 1) == "WS") == (kind(i + 1) == "WS")
+
+    def math_symbol(i: int) -> bool:
+        """A math symbol the rules do not read (∑, ∫, ∪, ∈): what stands beside it is its operand."""
+        return kind(i) == "PUNCT" and len(tokens[i].text) == 1 and unicodedata.category(tokens[i].text) == "Sm"
+
+    if kind(start - 1) == "OP" and (tokens[start - 1].text != ":" or joining(start - 1)):
+        return True
+    if kind(end) == "OP" and tokens[end].text == "^":
         return True
     before = skip_ws(start - 1, -1)
-    if kind(before) == "OP" and tokens[before].text in _JOINING_OPERATORS and kind(skip_ws(before - 1, -1)) in _OPERAND_END:
+    if (joining(before) and kind(skip_ws(before - 1, -1)) in _OPERAND_END) or math_symbol(before):
         return True
     after = skip_ws(end, 1)
-    if kind(after) == "OP" and tokens[after].text in _JOINING_OPERATORS and kind(skip_ws(after + 1, 1)) in _OPERAND_START:
+    if (joining(after) and kind(skip_ws(after + 1, 1)) in _OPERAND_START) or math_symbol(after):
         return True
     if kind(end) == "PUNCT" and tokens[end].text == "." and kind(end + 1) in _WORDLIKE:
         return True
