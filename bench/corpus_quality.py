@@ -11,8 +11,8 @@ crawled from a loopback server over the folder), and measured from that home's w
   (``raw_questions``) is not all, unchanged, in the final text (``questions.problem``,
   ``choices.text`` matched through ``original_position``), by ``pipelines.clean.latex.convert.changed_math``;
 * formulas cut from an expression: formulas the build wrote (not TeX math of the import) that
-  an operator with an operand beyond it, a sign glued to them, a power or index just before them,
-  or a dot with no space still joins to the text outside (``cut_formulas``: ``log_2 \\( 8=3
+  an operator with an operand beyond it, a sign glued to them, a power or index just before or
+  after them, a math symbol beside them (``∑``) or a dot with no space still joins to the text outside (``cut_formulas``: ``log_2 \\( 8=3
   \\)``, ``\\( I=0.5 \\mathrm{~kg} \\).m2``);
 * options changed: final option texts whose words and numbers differ from the imported
   option's (``signature``: NFKC, case-folded, letters and digits only, TeX commands but Greek
@@ -203,7 +203,12 @@ def _label_letter(label: str) -> str:
 # next to it starts (or ends) with: a formula of ours beside one is a piece of a longer expression
 _JOINING = r"[=+*×÷·<>≤≥≠≈±^]"
 _CUT_BEFORE = re.compile(rf"(?:[^\W_]|[)\]°%′]|\\\))\s*{_JOINING}\s*$|[-−+±=]$|[^\W_]\.$|[\^_][^\W_]+\s*$")
-_CUT_AFTER = re.compile(rf"^\s*{_JOINING}\s*(?:[^\W_]|\\\(|[√∠△∞])|^\.[^\W_]")
+_CUT_AFTER = re.compile(rf"^\s*{_JOINING}\s*(?:[^\W_]|\\\(|[√∠△∞])|^\.[^\W_]|^\^")
+
+
+def _beside_math_symbol(before: str, after: str) -> bool:
+    """A math symbol that is not an ASCII operator (∑, ∫, ∪, ∈) right beside a formula: its operand."""
+    return any(ch and unicodedata.category(ch) == "Sm" and ch not in "=<>+|~^-" for ch in (before.rstrip()[-1:], after.lstrip()[:1]))
 
 
 def cut_formulas(before: str, after: str) -> list[str]:
@@ -220,7 +225,8 @@ def cut_formulas(before: str, after: str) -> list[str]:
         if imported[tex]:
             imported[tex] -= 1
             continue
-        if _CUT_BEFORE.search(after[: region.start]) or _CUT_AFTER.search(after[region.end :]):
+        left, right = after[: region.start], after[region.end :]
+        if _CUT_BEFORE.search(left) or _CUT_AFTER.search(right) or _beside_math_symbol(left, right):
             cut.append(after[max(0, region.start - 12) : region.end + 12])
     return cut
 
