@@ -176,6 +176,8 @@ CASES = [
     ("def f(n): return n * 2", "def f(n): return n * 2"),
     ("Code:\nwhile (x > 0) {\n  x -= 2;\n}\n\nIs x = 3 + 4 true?", "Code:\nwhile (x > 0) {\n  x -= 2;\n}\n\nIs \\( x=3+4 \\) true?"),
     ("If we let x = 5, then 2x = 10.", r"If we let \( x=5 \), then \( 2 x=10 \)."),
+    # a block of code inside what an unclosed \( leaves as written changes nothing after it
+    ("int b = 3; \\(a\n\ny = 2 + 3", "int b = 3; \\(a\n\ny = 2 + 3"),
     # units and names are not products of variables ("1 mol" was "1 \( m o l=... \)")
     ("1 mol = 6.02 × 10^23 particles", r"\( 1 \mathrm{~mol}=6.02 \times 10^{23} \) particles"),
     ("ΔH = -285 kJ/mol", r"\( \Delta H=-285 \mathrm{~kJ} / \mathrm{mol} \)"),

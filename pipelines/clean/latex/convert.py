@@ -72,7 +72,8 @@ What counts as math (the rules, in order):
   2H₂O ``2 \\mathrm{H}_{2} \\mathrm{O}``. A letter with subscript 1 (V₁, x₁) is a variable.
 - Mixed numbers: "2 1/2" and "2½" are ``2 \\frac{1}{2}``.
 - Variables: a single ASCII letter; a lower-case run of 2-3 letters that is not an English
-  word, a unit or a name of math or code ("max", "gcd", "arr"): "mx" in "y = mx + b" is ``m x``. Greek letters inside Greek words are prose.
+  word, a unit or a name of math or code ("max", "gcd", "arr"): "mx" in "y = mx + b" is
+  ``m x``. Greek letters inside Greek words are prose.
 - A function may carry a power or base before its argument: "sin²x", "sin^2 x" ``\\sin^{2} x``,
   "log₂ 8", "log_2 8" ``\\log_{2} 8``.
 - A formula never starts or ends inside a word ("x2", "½0", "45°Celsius" stay as written), nor
@@ -746,10 +747,11 @@ _OPERAND_START = {"NUM", "WORD", "GREEK", "CHEM", "VFRAC", "SYMBOL", "ROOT", "AN
 def _piece_of_more(tokens: list[_Token], start: int, end: int) -> bool:
     """Whether the span ``tokens[start:end]`` is a piece of a longer expression the rules could not
     read whole, which alone would say something else: an operator joins it to an operand beside it
-    (``Height = 5.31 + 3.34 Percentage``), a sign glued to it is left out (``ŷ= -0.64x``), a dot
-    with no space joins it to a word (``0.5 kg.m2``: a unit's second half) or a hyphen does
-    (``3′-ATGCG``, like ``3-page``). Such a span stays as written. A blank after the operator
-    (``3 × 4 = ?``, ``∠1 = ( )°``) is no operand, and ``:`` ``/`` ``-`` join only when glued."""
+    (``Height = 5.31 + 3.34 Percentage``; ``joining``), a sign glued to it or a power after it is
+    left out (``ŷ= -0.64x``, ``s^-1``), a math symbol the rules do not read stands beside it
+    (``∑ i = 55``), or a dot or hyphen with no space joins it to a word (``0.5 kg.m2``: a unit's
+    second half; ``3′-ATGCG``, like ``3-page``). Such a span stays as written. A blank after the
+    operator (``3 × 4 = ?``, ``∠1 = ( )°``) is no operand."""
     def kind(i: int) -> str | None:
         return tokens[i].kind if 0 <= i < len(tokens) else None
 
@@ -1005,7 +1007,7 @@ class LatexConverter:
             # rest of the text stays as it is
             math = [m for m in math if m.start < unclosed]
             opaque = [(m.start, m.end) for m in math] + [(unclosed, len(text))]
-        opaque = sorted(opaque + _code_blocks(text, math))
+        opaque = _merged(opaque + _code_blocks(text, math))
         tokens = _list_dashes(_tokenize(text, opaque))
         converted_spans: list[tuple[int, int, str]] = []  # (start, end, latex), char offsets
         errors: list[tuple[int, str]] = []
@@ -1055,8 +1057,19 @@ class LatexConverter:
 # call of print, a definition, a declaration, a loop or condition opening its block
 _CODE = re.compile(
     r"==|!=|[-+*/%]=|\+\+|&&|\|\||\bprint\(|\bdef\s+\w+\s*\(|\bfunction\s+\w+\s*\("
-    r"|\b(?:int|float|double|char|bool|var|const|auto)\s+\w+\s*[=;\[]|\b(?:while|for|if|switch)\s*\(.*\)\s*[{:]"
+    r"|\b(?:int|float|double|char|bool|var|const|auto)\s+\w+\s*[=;\[]|\b(?:while|for|if|switch)\s*\([^\n]{0,200}\)\s*[{:]"
 )
+
+
+def _merged(regions: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping (start, end) regions joined, in order."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(regions):
+        if merged and start < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 def _code_blocks(text: str, math: list[TexMath]) -> list[tuple[int, int]]:
@@ -1067,7 +1080,7 @@ def _code_blocks(text: str, math: list[TexMath]) -> list[tuple[int, int]]:
     if _CODE.search(text) is None:
         return []
     blocks = []
-    for block in re.finditer(r"(?:[^\n]+(?:\n|$))+", text):
+    for block in re.finditer(r"(?:[^\n]*\S[^\n]*(?:\n|$))+", text):
         start, end = block.start(), block.end()
         if any(m.start < end and start < m.end for m in math):
             continue
