@@ -170,6 +170,11 @@ CASES = [
     # not stop before a power ("\( k=1.5 e-3 \mathrm{~s} \)^-1" before)
     ("k = 1.5e-3 s^-1", r"\( k=1.5e-3 \) \( s^{-1} \)"),
     ("N = 6.02E23", r"\( N=6.02E23 \)"),
+    # Chinese, Japanese and Korean write math with no space around it
+    ("若x=2，则2x+1=?", r"若\( x=2 \)，则\( 2 x+1 \)=?"),
+    ("已知a>0，b<0", r"已知\( a>0 \)，\( b<0 \)"),
+    ("圆的面积S=πr²", r"圆的面积\( S=\pi r^{2} \)"),
+    ("2019年3月5日，小明有3个苹果", "2019年3月5日，小明有3个苹果"),
     # code is not math: a block of lines where a line reads as code stays as written
     ("for (int i = 0; i < n; i++) sum += a[i];", "for (int i = 0; i < n; i++) sum += a[i];"),
     ("What is the output?\nx = 5\ny = x + 2\nprint(y)", "What is the output?\nx = 5\ny = x + 2\nprint(y)"),

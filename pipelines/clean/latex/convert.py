@@ -76,7 +76,9 @@ What counts as math (the rules, in order):
   ``m x``. Greek letters inside Greek words are prose.
 - A function may carry a power or base before its argument: "sin²x", "sin^2 x" ``\\sin^{2} x``,
   "log₂ 8", "log_2 8" ``\\log_{2} 8``.
-- A formula never starts or ends inside a word ("x2", "½0", "45°Celsius" stay as written), nor
+- A formula never starts or ends inside a word ("x2", "½0", "45°Celsius" stay as written;
+  Chinese, Japanese and Korean words end where Latin letters or digits start: "若x=2" gives
+  "若\\( x=2 \\)"), nor
   is it a piece of a longer expression: a span that an operator joins to an operand outside it
   ("Height = 5.31 + 3.34 Percentage", "a:b = 2:3", "m1 m2 / r^2"), that leaves out a sign glued
   to it ("ŷ= -0.64x") or a power after it, that stands beside a math symbol the rules do not
@@ -197,6 +199,10 @@ _SPECIAL_CHARS = "".join(SUPERSCRIPTS) + "".join(SUBSCRIPTS) + "".join(VULGAR_FR
 _SPECIAL_CLASS = "[" + re.escape(_SPECIAL_CHARS) + "]"
 _LETTER = rf"(?:(?!{_SPECIAL_CLASS})[^\W\d_])"
 
+# Chinese, Japanese and Korean script: a word of it ends where Latin letters start (已知a>0)
+_CJK = r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
+_CJK_CHAR = re.compile(_CJK)
+
 _TOKEN_PATTERNS = [
     ("URL", r"(?:https?://|ftp://|www\.)[^\s<>\"]+|(?<![\w.+-])[\w.+-]{1,64}@[\w-]+\.[\w.-]+"),
     ("COMMAND", r"\\[A-Za-z]+|\\."),
@@ -208,7 +214,7 @@ _TOKEN_PATTERNS = [
     ("NUM", r"\d{1,3}(?:,\d{3})+(?![\d,])(?:\.\d+)?|\d+(?:\.\d+)?(?:[eE][-+]?\d+(?![\w.]))?"),
     ("CHEM", rf"(?:[A-Z][a-z]?[₀-₉]*)+(?!{_LETTER})"),
     ("GREEK", r"(?<![\u0370-\u03ff\u1f00-\u1fff])[" + "".join(GREEK) + r"](?![\u0370-\u03ff\u1f00-\u1fff])"),
-    ("WORD", rf"{_LETTER}+"),
+    ("WORD", rf"{_CJK}+|(?:(?!{_CJK}){_LETTER})+"),
     ("SUP", "[" + re.escape("".join(SUPERSCRIPTS)) + "]+"),
     ("SUB", "[" + re.escape("".join(SUBSCRIPTS)) + "]+"),
     ("VFRAC", "[" + "".join(VULGAR_FRACTIONS) + "]"),
@@ -229,6 +235,7 @@ _TOKEN_PATTERNS = [
     ("COMMA", ","),
     ("PUNCT", r"."),
 ]
+_NON_CJK_WORD = re.compile(rf"(?:(?!{_CJK}){_LETTER})+")
 _TOKEN_RE = re.compile("|".join(f"(?P<{k}>{p})" for k, p in _TOKEN_PATTERNS), re.DOTALL)
 _CHEM_PART_RE = re.compile(r"([A-Z][a-z]?)([₀-₉]*)")
 
@@ -266,7 +273,7 @@ def _tokenize(text: str, opaque: list[tuple[int, int]] = ()) -> list[_Token]:
         end = m.end()
         if kind == "CHEM" and not _is_chemical(m.group()):
             # not a chemical formula: the capital-letter run is an ordinary word
-            w = re.compile(rf"{_LETTER}+").match(text, pos)
+            w = _NON_CJK_WORD.match(text, pos)
             kind, end = "WORD", w.end()
         tokens.append(_Token(kind, text[pos:end], pos, end))
         pos = end
@@ -693,6 +700,8 @@ _RIGHT_OF_WORD = _WORDLIKE | {"LPAR"}
 
 
 def _inside_word(left: _Token, right: _Token) -> bool:
+    if _CJK_CHAR.match(left.text[-1:]) or _CJK_CHAR.match(right.text[:1]):
+        return False  # Chinese, Japanese or Korean writes no space between words and math (计算3+5)
     return left.kind in _LEFT_OF_WORD and right.kind in _RIGHT_OF_WORD
 
 
