@@ -151,12 +151,18 @@ _WORD_COMMANDS = frozenset(
     "sin cos tan cot sec csc arcsin arccos arctan sinh cosh tanh log ln lg exp lim max min sup inf det gcd deg mod".split())
 
 
+# a letter under an accent written in TeX (``\\hat{y}``) reads as the accented letter (ŷ)
+_ACCENT_MARKS = {"hat": "\u0302", "bar": "\u0304", "overline": "\u0305", "dot": "\u0307", "vec": "\u20d7"}
+_TEX_ACCENT = re.compile(r"\\(hat|bar|overline|dot|vec)\s*\{\s*([A-Za-z])\s*\}")
+
+
 def signature(text: str | None) -> str:
     """The words and numbers of a text: NFKC, TeX commands dropped (Greek letters read as the
-    letter), case-folded, every character that is not a letter or digit dropped. Conversion to
+    letter, an accent as the accented letter), case-folded, every character that is not a letter or digit dropped. Conversion to
     LaTeX leaves it as it was; a lost word or digit, or two options run together, do not."""
+    text = _TEX_ACCENT.sub(lambda m: m.group(2) + _ACCENT_MARKS[m.group(1)], text or "")
     text = _TEX_COMMAND.sub(lambda m: _GREEK.get(m.group(1), m.group(1) if m.group(1) in _WORD_COMMANDS else " "),
-                            unicodedata.normalize("NFKC", text or ""))
+                            unicodedata.normalize("NFKC", text))
     return "".join(ch for ch in text.casefold() if ch.isalnum())
 
 

@@ -158,7 +158,12 @@ CASES = [
     # a piece of a longer expression stays as written (SceMQA options and texts)
     ("rotational inertia I = 0.5 kg.m2 is", "rotational inertia I = 0.5 kg.m2 is"),
     ("3,000 ± 3 N.cm", "3,000 ± 3 N.cm"),
-    ("ŷ= -0.6442x+ 22.94", "ŷ= -0.6442x+ 22.94"),
+    ("ŷ= -0.6442x+ 22.94", r"\( \hat{y}=-0.6442 x+22.94 \)"),  # the sign is no longer left out
+    # a letter under a statistics or vector accent, combined or precomposed
+    ("the sample mean x\u0304 = 5.2 and p\u0302 = 0.45", r"the sample mean \( \bar{x}=5.2 \) and \( \hat{p}=0.45 \)"),
+    ("ŷ= 22.94 + 0.5466x", r"\( \hat{y}=22.94+0.5466 x \)"),
+    ("the vector v\u20d7 has length 3", r"the vector \( \vec{v} \) has length 3"),
+    ("café and pâte, Ñ and ā", "café and pâte, Ñ and ā"),
     ("Height = 5.31 + 3.34 Percentage", "Height = 5.31 + 3.34 Percentage"),
     ("3′-ATGCGACCAGCACGT-5′", "3′-ATGCGACCAGCACGT-5′"),
     ("x = 5 + five", "x = 5 + five"),
@@ -309,7 +314,7 @@ def test_idempotent_on_table():
 
 _MATH_CHARS = (
     set("0123456789+-*/=<>^:%°√∛∜∠△∆∞□′″…·⋅") | set(OPERATORS) | set(SUPERSCRIPTS) | set(SUBSCRIPTS)
-    | set(VULGAR_FRACTIONS) | set(GREEK) | {"℃", "℉", "\u2212"}
+    | set(VULGAR_FRACTIONS) | set(GREEK) | {"℃", "℉", "\u2212"} | set("ŷŶȳȲ")
 )
 _NO_MATH_TEXT = st.text(
     alphabet=st.characters(

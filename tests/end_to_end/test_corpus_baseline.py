@@ -97,3 +97,5 @@ def test_option_form_faults_are_found_as_a_reader_sees_them():
     assert sign("Cone - 3cm - 4cm") == sign(r"Cone - \( 3 \mathrm{~cm}-4 \mathrm{~cm} \)")
     assert sign("Δx = 20 sin(πt)") == sign(r"\( \Delta x=20 \) \( \sin (\pi t) \)")
     assert sign("Radius;") == sign("Radius") and sign("300, 400") != sign("3000, 4000")
+    # an accent written in TeX is the accented letter, not the bare one (SceMQA's ŷ options)
+    assert sign("ŷ= 22.94 + 0.5466x") == sign(r"\( \hat{y}=22.94+0.5466 x \)") != sign("y= 22.94 + 0.5466x")

@@ -74,16 +74,17 @@ What counts as math (the rules, in order):
 - Variables: a single ASCII letter; a lower-case run of 2-3 letters that is not an English
   word, a unit or a name of math or code ("max", "gcd", "arr"): "mx" in "y = mx + b" is
   ``m x``. Greek letters inside Greek words are prose.
+- A letter under a statistics or vector accent, written with its combining mark (x̄, p̂, v⃗) or
+  as ŷ, ȳ, is ``\\bar{x}``, ``\\hat{p}``, ``\\vec{v}``, ``\\hat{y}``.
 - A function may carry a power or base before its argument: "sin²x", "sin^2 x" ``\\sin^{2} x``,
   "log₂ 8", "log_2 8" ``\\log_{2} 8``.
 - A formula never starts or ends inside a word ("x2", "½0", "45°Celsius" stay as written;
   Chinese, Japanese and Korean words end where Latin letters or digits start: "若x=2" gives
-  "若\\( x=2 \\)"), nor
-  is it a piece of a longer expression: a span that an operator joins to an operand outside it
-  ("Height = 5.31 + 3.34 Percentage", "a:b = 2:3", "m1 m2 / r^2"), that leaves out a sign glued
-  to it ("ŷ= -0.64x") or a power after it, that stands beside a math symbol the rules do not
-  read ("∑ i = 55") or that a dot or hyphen with no space joins to a word ("0.5 kg.m2",
-  "3′-ATGCG") stays as written. A number may be written in E notation ("1.5e-3", "6.02E23").
+  "若\\( x=2 \\)"), nor is it a piece of a longer expression: a span that an operator joins to an
+  operand outside it ("Height = 5.31 + 3.34 Percentage", "a:b = 2:3", "m1 m2 / r^2"), that
+  leaves out a sign glued to it ("rate= -0.64x") or a power after it, that stands beside a math
+  symbol the rules do not read ("∑ i = 55") or that a dot or hyphen with no space joins to a
+  word ("0.5 kg.m2", "3′-ATGCG") stays as written. A number may be written in E notation ("1.5e-3", "6.02E23").
   After the spans are found, the prose left around them is searched again (found spans
   frozen) until nothing new turns up, so conversion is idempotent.
 
@@ -199,6 +200,12 @@ _SPECIAL_CHARS = "".join(SUPERSCRIPTS) + "".join(SUBSCRIPTS) + "".join(VULGAR_FR
 _SPECIAL_CLASS = "[" + re.escape(_SPECIAL_CHARS) + "]"
 _LETTER = rf"(?:(?!{_SPECIAL_CLASS})[^\W\d_])"
 
+# a letter under a statistics or vector accent (x̄ the mean, ŷ the prediction, p̂ the
+# proportion, v⃗): combining mark -> LaTeX command. Written with the combining mark (x + U+0304);
+# precomposed only as ŷ and ȳ, since other precomposed letters (ñ, â, ā) are letters of words
+ACCENTS = {"\u0302": "hat", "\u0304": "bar", "\u0305": "overline", "\u0307": "dot", "\u20d7": "vec"}
+_PRECOMPOSED_ACCENTED = "ŷŶȳȲ"
+
 # Chinese, Japanese and Korean script: a word of it ends where Latin letters start (已知a>0)
 _CJK = r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
 _CJK_CHAR = re.compile(_CJK)
@@ -212,6 +219,7 @@ _TOKEN_PATTERNS = [
              r"(?:\s?(?:[aApP]\.\s?[mM]\.|[aApP][mM]\b))?"),
     ("ORDINAL", r"\d+(?:st|nd|rd|th)(?![^\W\d_])"),
     ("NUM", r"\d{1,3}(?:,\d{3})+(?![\d,])(?:\.\d+)?|\d+(?:\.\d+)?(?:[eE][-+]?\d+(?![\w.]))?"),
+    ("ACCENTED", rf"(?<![^\W\d_])(?:[A-Za-z][{''.join(ACCENTS)}]|[{_PRECOMPOSED_ACCENTED}])(?![^\W\d_])"),
     ("CHEM", rf"(?:[A-Z][a-z]?[₀-₉]*)+(?!{_LETTER})"),
     ("GREEK", r"(?<![\u0370-\u03ff\u1f00-\u1fff])[" + "".join(GREEK) + r"](?![\u0370-\u03ff\u1f00-\u1fff])"),
     ("WORD", rf"{_CJK}+|(?:(?!{_CJK}){_LETTER})+"),
@@ -568,6 +576,9 @@ class _SpanParser:
         if k == "VFRAC":
             a, b = VULGAR_FRACTIONS[t]
             return _Part(rf"\frac{{{a}}}{{{b}}}", i + 1, True, numeric=True)
+        if k == "ACCENTED":
+            letter, mark = unicodedata.normalize("NFD", t)[:2]
+            return _Part("\\" + ACCENTS[mark] + "{" + letter + "}", i + 1, True)
         if k == "GREEK":
             if t == "Δ" and self.kind(i + 1) == "WORD" and _is_point_name(self.tok(i + 1)):
                 return _Part(r"\Delta " + " ".join(self.tok(i + 1)), i + 2, True)  # ΔABC
@@ -691,10 +702,10 @@ class _SpanParser:
         return _Part(",".join(items), end, True)
 
 
-_START_KINDS = {"NUM", "WORD", "GREEK", "CHEM", "VFRAC", "SYMBOL", "LPAR", "OP", "ROOT", "ANGLE"}
+_START_KINDS = {"NUM", "WORD", "ACCENTED", "GREEK", "CHEM", "VFRAC", "SYMBOL", "LPAR", "OP", "ROOT", "ANGLE"}
 # A formula never starts or ends between two glued word-like tokens ("x2", "½0", "3rd"):
 # checking both ends the same way keeps conversion idempotent.
-_WORDLIKE = {"NUM", "WORD", "CHEM", "GREEK", "VFRAC", "ORDINAL", "DATE", "TIME", "URL", "COMMAND", "SUP", "SUB"}
+_WORDLIKE = {"NUM", "WORD", "ACCENTED", "CHEM", "GREEK", "VFRAC", "ORDINAL", "DATE", "TIME", "URL", "COMMAND", "SUP", "SUB"}
 _LEFT_OF_WORD = _WORDLIKE | {"DEGREE", "PERCENT", "PRIME"}
 _RIGHT_OF_WORD = _WORDLIKE | {"LPAR"}
 
@@ -748,16 +759,16 @@ def _list_dashes(tokens: list[_Token]) -> list[_Token]:
 # operators that join their two sides into one expression; ":", "/" and "-" are also prose
 # punctuation ("Solve: 2x = 6", "and/or", "x-axis")
 _JOINING_OPERATORS = frozenset(OPERATORS) - {":", "/", "-"}
-_OPERAND_END = {"NUM", "WORD", "GREEK", "CHEM", "VFRAC", "SYMBOL", "RPAR", "SUP", "SUB", "PERCENT", "DEGREE",
+_OPERAND_END = {"NUM", "WORD", "ACCENTED", "GREEK", "CHEM", "VFRAC", "SYMBOL", "RPAR", "SUP", "SUB", "PERCENT", "DEGREE",
                 "PRIME", "OPAQUE"}
-_OPERAND_START = {"NUM", "WORD", "GREEK", "CHEM", "VFRAC", "SYMBOL", "ROOT", "ANGLE", "OPAQUE"}
+_OPERAND_START = {"NUM", "WORD", "ACCENTED", "GREEK", "CHEM", "VFRAC", "SYMBOL", "ROOT", "ANGLE", "OPAQUE"}
 
 
 def _piece_of_more(tokens: list[_Token], start: int, end: int) -> bool:
     """Whether the span ``tokens[start:end]`` is a piece of a longer expression the rules could not
     read whole, which alone would say something else: an operator joins it to an operand beside it
     (``Height = 5.31 + 3.34 Percentage``; ``joining``), a sign glued to it or a power after it is
-    left out (``ŷ= -0.64x``, ``s^-1``), a math symbol the rules do not read stands beside it
+    left out (``rate= -0.64x``, ``s^-1``), a math symbol the rules do not read stands beside it
     (``∑ i = 55``), or a dot or hyphen with no space joins it to a word (``0.5 kg.m2``: a unit's
     second half; ``3′-ATGCG``, like ``3-page``). Such a span stays as written. A blank after the
     operator (``3 × 4 = ?``, ``∠1 = ( )°``) is no operand."""
@@ -839,7 +850,8 @@ _LATEX_TO_TEXT = {
 _LATEX_TO_TEXT.update({name: char for char, name in GREEK.items()})
 for _fn in FUNCTIONS:
     _LATEX_TO_TEXT[_fn] = _fn
-_ARGUMENT_MACROS = {"frac", "sqrt", "mathrm"}
+_ACCENT_MARKS = {command: mark for mark, command in ACCENTS.items()}
+_ARGUMENT_MACROS = {"frac", "sqrt", "mathrm", *_ACCENT_MARKS}
 
 
 def _render_nodes(nodes) -> str:
@@ -879,6 +891,10 @@ def _render_nodes(nodes) -> str:
                 if not args or args[0] is None:
                     raise LatexValidationError(r"\mathrm needs an argument")
                 out.append(_render_nodes([args[0]]))
+            elif name in _ACCENT_MARKS:
+                if not args or args[0] is None:
+                    raise LatexValidationError(f"\\{name} needs an argument")
+                out.append(_render_nodes([args[0]]) + _ACCENT_MARKS[name])
             elif name in _LATEX_TO_TEXT:
                 out.append(_LATEX_TO_TEXT[name])
             else:
@@ -907,6 +923,7 @@ _CANONICAL_CHARS = {"'": "′", "−": "-", "⋅": "·", "∆": "△", "⩽": "�
 
 
 def _canonical(text: str) -> str:
+    text = unicodedata.normalize("NFD", text)  # ŷ and y + U+0302 alike
     text = text.replace("...", "…").replace("<=", "≤").replace(">=", "≥")
     out = []
     for run in re.finditer(
@@ -1101,7 +1118,8 @@ def _code_blocks(text: str, math: list[TexMath]) -> list[tuple[int, int]]:
 # Without one of these characters no rule can fire (fast path for plain prose).
 _MATH_HINT = re.compile(
     "[0-9" + re.escape("".join({op[0] for op in OPERATORS}) + _SPECIAL_CHARS + "".join(ROOTS)
-                        + "".join(ANGLE_PREFIXES) + "".join(SYMBOL_ATOMS) + "°℃℉%′″") + "]"
+                        + "".join(ANGLE_PREFIXES) + "".join(SYMBOL_ATOMS) + "°℃℉%′″"
+                        + "".join(ACCENTS) + _PRECOMPOSED_ACCENTED) + "]"
 )
 
 _DEFAULT_CONVERTER = LatexConverter()
