@@ -12,7 +12,8 @@ crawled from a loopback server over the folder), and measured from that home's w
   ``choices.text`` matched through ``original_position``), by ``pipelines.clean.latex.convert.changed_math``;
 * formulas cut from an expression: formulas the build wrote (not TeX math of the import) that
   an operator with an operand beyond it, a sign glued to them, a power or index just before or
-  after them, a math symbol beside them (``∑``) or a dot with no space still joins to the text outside (``cut_formulas``: ``log_2 \\( 8=3
+  after them, a math symbol beside them (``∑``), an operator glued to the bracket they fill
+  (``/(\\( 2 \\pi d \\))``) or a dot with no space still joins to the text outside (``cut_formulas``: ``log_2 \\( 8=3
   \\)``, ``\\( I=0.5 \\mathrm{~kg} \\).m2``);
 * options changed: final option texts whose words and numbers differ from the imported
   option's (``signature``: NFKC, case-folded, letters and digits only, TeX commands but Greek
@@ -208,7 +209,7 @@ def _label_letter(label: str) -> str:
 # an operator that joins what stands on its two sides into one expression, and what an operand
 # next to it starts (or ends) with: a formula of ours beside one is a piece of a longer expression
 _JOINING = r"[=+*×÷·<>≤≥≠≈±^]"
-_CUT_BEFORE = re.compile(rf"(?:[^\W_]|[)\]°%′]|\\\))\s*{_JOINING}\s*$|[-−+±=]$|[^\W_]\.$|[\^_][^\W_]+\s*$")
+_CUT_BEFORE = re.compile(rf"(?:[^\W_]|[)\]°%′]|\\\))\s*{_JOINING}\s*$|[-−+±=]$|[^\W_]\.$|[\^_][^\W_]+\s*$|[=+*×÷·<>≤≥≠≈±^/]\($")
 _CUT_AFTER = re.compile(rf"^\s*{_JOINING}\s*(?:[^\W_]|\\\(|[√∠△∞])|^\.[^\W_]|^\^")
 
 

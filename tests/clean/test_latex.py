@@ -171,6 +171,13 @@ CASES = [
     ("test H0 : β = 0 versus Ha : β > 0", r"test H0 : \( \beta=0 \) versus Ha : \( \beta>0 \)"),  # labels (SceMQA)
     ("F = G m1 m2 / r^2", r"\( F=G \) m1 m2 / r^2"),  # a spaced division joins its sides
     ("∑ i = 55", "∑ i = 55"),  # beside a math symbol the rules do not read, a span is its operand
+    # a root or angle sign, an index or a bracket's operator left outside: SceMQA's μ0I/(2πd) was
+    # "μ0I/(\( 2 \pi d \))"
+    ("μ0I/(2πd), out of the plane", "μ0I/(2πd), out of the plane"),
+    ("∠1:∠2 = 2:3", "∠1:∠2 = 2:3"),
+    ("a_1 + a_2 = 5", r"\( a_{1}+a_{2}=5 \)"),  # an index written with "_"
+    ("the file data_2020.csv", "the file data_2020.csv"),
+    ("3 × (x + 1) = y", r"\( 3 \times (x+1)=y \)"),
     # scientific notation is one number (before: "1.5 e-3", Euler's e minus 3), and a span does
     # not stop before a power ("\( k=1.5 e-3 \mathrm{~s} \)^-1" before)
     ("k = 1.5e-3 s^-1", r"\( k=1.5e-3 \) \( s^{-1} \)"),
@@ -180,6 +187,10 @@ CASES = [
     ("已知a>0，b<0", r"已知\( a>0 \)，\( b<0 \)"),
     ("圆的面积S=πr²", r"圆的面积\( S=\pi r^{2} \)"),
     ("2019年3月5日，小明有3个苹果", "2019年3月5日，小明有3个苹果"),
+    # full-width operators (We-Math's options were "3.14×(\( 24^{2} \)－\( 20^{2} \))÷2")
+    ("3.14×(24^2－20^2)÷2", r"\( 3.14 \times (24^{2}-20^{2}) \div 2 \)"),
+    ("x＋1＝3", r"\( x+1=3 \)"),
+    ("2019－2020学年", "2019－2020学年"),  # a range, as with "-"
     # code is not math: a block of lines where a line reads as code stays as written
     ("for (int i = 0; i < n; i++) sum += a[i];", "for (int i = 0; i < n; i++) sum += a[i];"),
     ("What is the output?\nx = 5\ny = x + 2\nprint(y)", "What is the output?\nx = 5\ny = x + 2\nprint(y)"),

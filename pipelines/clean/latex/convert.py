@@ -74,15 +74,19 @@ What counts as math (the rules, in order):
 - Variables: a single ASCII letter; a lower-case run of 2-3 letters that is not an English
   word, a unit or a name of math or code ("max", "gcd", "arr"): "mx" in "y = mx + b" is
   ``m x``. Greek letters inside Greek words are prose.
+- Full-width operators are operators ("3.14×(24^2－20^2)÷2" is one formula); "－" joins ranges
+  and words like "-" ("2019－2020").
 - A letter under a statistics or vector accent, written with its combining mark (x̄, p̂, v⃗) or
   as ŷ, ȳ, is ``\\bar{x}``, ``\\hat{p}``, ``\\vec{v}``, ``\\hat{y}``.
+- An index may be written with "_": "a_1" ``a_{1}``, "x_n" ``x_{n}``.
 - A function may carry a power or base before its argument: "sin²x", "sin^2 x" ``\\sin^{2} x``,
   "log₂ 8", "log_2 8" ``\\log_{2} 8``.
 - A formula never starts or ends inside a word ("x2", "½0", "45°Celsius" stay as written;
   Chinese, Japanese and Korean words end where Latin letters or digits start: "若x=2" gives
   "若\\( x=2 \\)"), nor is it a piece of a longer expression: a span that an operator joins to an
   operand outside it ("Height = 5.31 + 3.34 Percentage", "a:b = 2:3", "m1 m2 / r^2"), that
-  leaves out a sign glued to it ("rate= -0.64x") or a power after it, that stands beside a math
+  leaves out a sign, root, angle or index glued to it ("rate= -0.64x", "∠1:∠2") or a power
+  after it, whose brackets an operator joins to more ("μ0I/(2πd)"), that stands beside a math
   symbol the rules do not read ("∑ i = 55") or that a dot or hyphen with no space joins to a
   word ("0.5 kg.m2", "3′-ATGCG") stays as written. A number may be written in E notation ("1.5e-3", "6.02E23").
   After the spans are found, the prose left around them is searched again (found spans
@@ -165,6 +169,7 @@ GREEK = {
 # operator as written -> LaTeX
 OPERATORS = {
     "+": "+", "-": "-", "−": "-", "×": r"\times", "÷": r"\div", "·": r"\cdot", "⋅": r"\cdot",
+    "＋": "+", "－": "-", "＝": "=", "＜": "<", "＞": ">",  # full-width, as Chinese texts write them
     "*": "*", "=": "=", "<": "<", ">": ">", "≤": r"\leq", "≥": r"\geq", "⩽": r"\leq",
     "⩾": r"\geq", "<=": r"\leq", ">=": r"\geq", "≠": r"\neq", "≈": r"\approx", "±": r"\pm",
     "∓": r"\mp", ":": ":", "→": r"\rightarrow", "⊥": r"\perp", "∥": r"\parallel",
@@ -229,7 +234,7 @@ _TOKEN_PATTERNS = [
     ("ELLIPSIS", r"…|\.\.\."),
     ("NL", r"[\r\n\u2028\u2029]+"),
     ("WS", r"[^\S\r\n\u2028\u2029]+"),
-    ("OP", r"<=|>=|[-+−×÷·⋅*=<>≤≥⩽⩾≠≈±∓:→⊥∥≅∼≡∝/^]"),
+    ("OP", r"<=|>=|[-+−＋－＝＜＞×÷·⋅*=<>≤≥⩽⩾≠≈±∓:→⊥∥≅∼≡∝/^]"),
     ("ROOT", "[√∛∜]"),
     ("ANGLE", "[∠△∆]"),
     ("SYMBOL", "[∞□]"),
@@ -361,7 +366,7 @@ class _SpanParser:
                 if not (last.numeric and rhs.numeric and spaced_left == spaced_right):
                     break
                 op_strong = True
-            elif op == "-":
+            elif op in ("-", "－"):  # a hyphen joins ranges and words too ("1-2", "2019－2020")
                 op_strong = spaced_left and spaced_right
             else:
                 op_strong = True
@@ -522,6 +527,10 @@ class _SpanParser:
                     break
                 latex += "^{" + exponent.latex + "}"
                 end = exponent.end
+            elif self.tok(end) == "_" and (self.kind(end + 1) == "NUM" and self.tok(end + 1).isdigit()
+                                          or self.kind(end + 1) == "WORD" and len(self.tok(end + 1)) == 1):
+                latex += "_{" + self.tok(end + 1) + "}"  # an index written with "_": a_1, x_n
+                end += 2
             elif k == "PRIME":
                 latex += "^{" + " ".join([r"\prime"] * (1 if self.tok(end) in ("′", "'") else 2)) + "}"
                 end += 1
@@ -758,7 +767,7 @@ def _list_dashes(tokens: list[_Token]) -> list[_Token]:
 
 # operators that join their two sides into one expression; ":", "/" and "-" are also prose
 # punctuation ("Solve: 2x = 6", "and/or", "x-axis")
-_JOINING_OPERATORS = frozenset(OPERATORS) - {":", "/", "-"}
+_JOINING_OPERATORS = frozenset(OPERATORS) - {":", "/", "-", "－"}
 _OPERAND_END = {"NUM", "WORD", "ACCENTED", "GREEK", "CHEM", "VFRAC", "SYMBOL", "RPAR", "SUP", "SUB", "PERCENT", "DEGREE",
                 "PRIME", "OPAQUE"}
 _OPERAND_START = {"NUM", "WORD", "ACCENTED", "GREEK", "CHEM", "VFRAC", "SYMBOL", "ROOT", "ANGLE", "OPAQUE"}
@@ -796,14 +805,28 @@ def _piece_of_more(tokens: list[_Token], start: int, end: int) -> bool:
 
     if kind(start - 1) == "OP" and (tokens[start - 1].text != ":" or joining(start - 1)):
         return True
-    if kind(end) == "OP" and tokens[end].text == "^":
+    if kind(start - 1) in ("ROOT", "ANGLE") or tokens[start - 1].text == "_" if start > 0 else False:
+        return True  # a root, angle or index sign glued to it: √2 of √2:√3, a_1's 1
+    if (kind(end) == "OP" and tokens[end].text == "^") or (end < len(tokens) and tokens[end].text == "_"):
         return True
-    before = skip_ws(start - 1, -1)
-    if (joining(before) and kind(skip_ws(before - 1, -1)) in _OPERAND_END) or math_symbol(before):
-        return True
-    after = skip_ws(end, 1)
-    if (joining(after) and kind(skip_ws(after + 1, 1)) in _OPERAND_START) or math_symbol(after):
-        return True
+    tail = skip_ws(start - 1, -1)
+    if kind(tail) in _OPERAND_END and tail > 0 and tokens[tail - 1].text in ("^", "_"):
+        return True  # right after an exponent or index that it did not take (x^2 10⁻³)
+    def operand_start(i: int) -> bool:
+        """An operand starts at ``i``: a bracket does unless it is a blank (``( )``)."""
+        return kind(i) in _OPERAND_START or (kind(i) == "LPAR" and kind(skip_ws(i + 1, 1)) != "RPAR")
+
+    # the span, and the brackets around it when it is all their inside ("± (x+1) ∈")
+    bounds = [(start, end)]
+    if kind(start - 1) == "LPAR" and kind(end) == "RPAR":
+        bounds.append((start - 1, end + 1))
+    for first, stop in bounds:
+        before = skip_ws(first - 1, -1)
+        if (joining(before) and kind(skip_ws(before - 1, -1)) in _OPERAND_END) or math_symbol(before):
+            return True
+        after = skip_ws(stop, 1)
+        if (joining(after) and operand_start(skip_ws(after + 1, 1))) or math_symbol(after):
+            return True
     if kind(end) == "PUNCT" and tokens[end].text == "." and kind(end + 1) in _WORDLIKE:
         return True
     if kind(end) == "OP" and tokens[end].text in ("-", "−") and kind(end + 1) in _WORDLIKE:
@@ -919,7 +942,8 @@ def latex_to_text(latex: str) -> str:
     return _render_nodes(nodes)
 
 
-_CANONICAL_CHARS = {"'": "′", "−": "-", "⋅": "·", "∆": "△", "⩽": "≤", "⩾": "≥", "℃": "°C", "℉": "°F", "″": "′′"}
+_CANONICAL_CHARS = {"'": "′", "−": "-", "⋅": "·", "∆": "△", "⩽": "≤", "⩾": "≥", "℃": "°C", "℉": "°F", "″": "′′",
+                    "＋": "+", "－": "-", "＝": "=", "＜": "<", "＞": ">"}
 
 
 def _canonical(text: str) -> str:
