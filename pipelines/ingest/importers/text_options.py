@@ -30,10 +30,11 @@ The options are the longest run of labels A, B, C, ... in order (ties: the run t
 last, so a stem mentioning "(A)" does not count); each option's text runs to the next label,
 the last one's to the end, but for an evaluation prompt's instruction written after it
 (``… (D) eel. Answer with the option letter.``: a sentence that tells the reader to answer,
-select or choose an option or letter), which goes to the stem; the stem loses a header that introduces the options (``Choices:``,
-``Options:``, ``选项：``). Its ends lose white space, separators (``;`` ``；`` ``,`` ``，``, and
-``|`` unless the option's bars are paired, as in ``|x|``), a doubled label punctuation
-(``(A). 5``) and a dash before a word (``A - red``; ``- 5`` may be minus five), never a character inside math (``$a;b$``). An option with no text (drawn in the
+select or choose an option or letter), which goes to the stem; the stem loses a header that
+introduces the options (``Choices:``, ``Options:``, ``选项：``). Its ends lose white space,
+separators (``;`` ``；`` ``,`` ``，``, and ``|`` unless the option's bars are paired, as in
+``|x|``), a doubled label punctuation (``(A). 5``) and a dash before a word (``A - red``; ``- 5``
+may be minus five), never a character inside math (``$a;b$``). An option with no text (drawn in the
 figure) is its letter, so it stays visible as a label.
 
 An option holds another option's label (``held_label``: We-Math's ``'; C. There is no obtuse
