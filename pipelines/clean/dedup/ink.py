@@ -156,7 +156,7 @@ def ink_picture(data: bytes) -> InkPicture:
     digest.update(np.asarray(rgb.shape).tobytes())
     exact = digest.digest()
     histogram = np.bincount(grey.ravel(), minlength=256).astype(np.float64)
-    smooth = np.convolve(histogram, np.ones(5) / 5, mode="same")
+    smooth = _smoothed(histogram)
     paper = float(np.argmax(smooth))
     dark_paper = paper < 128  # light drawing on dark paper: ink is what is lighter
     inkness, contrast = _ink_level(histogram, paper, dark_paper)
@@ -178,6 +178,11 @@ def ink_picture(data: bytes) -> InkPicture:
     return picture
 
 
+def _smoothed(histogram: np.ndarray) -> np.ndarray:
+    """A grey histogram averaged over 5 levels: its peak is the paper's level, not a lone grey."""
+    return np.convolve(histogram, np.ones(5) / 5, mode="same")
+
+
 def _border_paper(grey: np.ndarray, histogram: np.ndarray, smooth: np.ndarray, paper: int) -> int | None:
     """The grey of the paper around a drawing where it is not the most common grey: the most
     common grey of the picture's outer ring of ``RING`` pixels, when the most common grey
@@ -191,7 +196,7 @@ def _border_paper(grey: np.ndarray, histogram: np.ndarray, smooth: np.ndarray, p
     ring = np.concatenate([grey[:RING].ravel(), grey[-RING:].ravel(), grey[RING:-RING, :RING].ravel(),
                            grey[RING:-RING, -RING:].ravel()])
     around = np.bincount(ring, minlength=256).astype(np.float64)
-    border = int(np.argmax(np.convolve(around, np.ones(5) / 5, mode="same")))
+    border = int(np.argmax(_smoothed(around)))
     if abs(border - paper) <= PAPER_SPREAD:
         return None
     low, high = max(0, border - PAPER_SPREAD), min(256, border + PAPER_SPREAD + 1)
