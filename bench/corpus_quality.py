@@ -66,7 +66,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pipelines.store.home import DataHome  # noqa: E402
-from pipelines.clean.latex.convert import changed_math, extract_math  # noqa: E402
+from pipelines.clean.latex.convert import ACCENTS, changed_math, extract_math  # noqa: E402
 from pipelines.dataset.option_order import KEPT_ORDER_PREFIX, option_order  # noqa: E402
 from pipelines.store.warehouse import run_query  # noqa: E402
 
@@ -153,7 +153,7 @@ _WORD_COMMANDS = frozenset(
 
 
 # a letter under an accent written in TeX (``\\hat{y}``) reads as the accented letter (ŷ)
-_ACCENT_MARKS = {"hat": "\u0302", "bar": "\u0304", "overline": "\u0305", "dot": "\u0307", "vec": "\u20d7"}
+_ACCENT_MARKS = {command: mark for mark, command in ACCENTS.items()}
 _TEX_ACCENT = re.compile(r"\\(hat|bar|overline|dot|vec)\s*\{\s*([A-Za-z])\s*\}")
 
 

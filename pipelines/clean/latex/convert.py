@@ -166,10 +166,12 @@ GREEK = {
     "Θ": "Theta", "Λ": "Lambda", "Ξ": "Xi", "Π": "Pi", "Σ": "Sigma", "Υ": "Upsilon",
     "Φ": "Phi", "Ψ": "Psi", "Ω": "Omega",
 }
+# full-width operators, as Chinese texts write them -> the ASCII operator they are
+FULL_WIDTH_OPERATORS = {"＋": "+", "－": "-", "＝": "=", "＜": "<", "＞": ">"}
 # operator as written -> LaTeX
 OPERATORS = {
     "+": "+", "-": "-", "−": "-", "×": r"\times", "÷": r"\div", "·": r"\cdot", "⋅": r"\cdot",
-    "＋": "+", "－": "-", "＝": "=", "＜": "<", "＞": ">",  # full-width, as Chinese texts write them
+    **FULL_WIDTH_OPERATORS,
     "*": "*", "=": "=", "<": "<", ">": ">", "≤": r"\leq", "≥": r"\geq", "⩽": r"\leq",
     "⩾": r"\geq", "<=": r"\leq", ">=": r"\geq", "≠": r"\neq", "≈": r"\approx", "±": r"\pm",
     "∓": r"\mp", ":": ":", "→": r"\rightarrow", "⊥": r"\perp", "∥": r"\parallel",
@@ -234,7 +236,7 @@ _TOKEN_PATTERNS = [
     ("ELLIPSIS", r"…|\.\.\."),
     ("NL", r"[\r\n\u2028\u2029]+"),
     ("WS", r"[^\S\r\n\u2028\u2029]+"),
-    ("OP", r"<=|>=|[-+−＋－＝＜＞×÷·⋅*=<>≤≥⩽⩾≠≈±∓:→⊥∥≅∼≡∝/^]"),
+    ("OP", r"<=|>=|[-+−" + "".join(FULL_WIDTH_OPERATORS) + r"×÷·⋅*=<>≤≥⩽⩾≠≈±∓:→⊥∥≅∼≡∝/^]"),
     ("ROOT", "[√∛∜]"),
     ("ANGLE", "[∠△∆]"),
     ("SYMBOL", "[∞□]"),
@@ -874,7 +876,6 @@ _LATEX_TO_TEXT.update({name: char for char, name in GREEK.items()})
 for _fn in FUNCTIONS:
     _LATEX_TO_TEXT[_fn] = _fn
 _ACCENT_MARKS = {command: mark for mark, command in ACCENTS.items()}
-_ARGUMENT_MACROS = {"frac", "sqrt", "mathrm", *_ACCENT_MARKS}
 
 
 def _render_nodes(nodes) -> str:
@@ -943,7 +944,7 @@ def latex_to_text(latex: str) -> str:
 
 
 _CANONICAL_CHARS = {"'": "′", "−": "-", "⋅": "·", "∆": "△", "⩽": "≤", "⩾": "≥", "℃": "°C", "℉": "°F", "″": "′′",
-                    "＋": "+", "－": "-", "＝": "=", "＜": "<", "＞": ">"}
+                    **FULL_WIDTH_OPERATORS}
 
 
 def _canonical(text: str) -> str:
