@@ -152,7 +152,8 @@ def _labels(text: str, regions: list[tuple[int, int]]) -> list[_Label]:
 
 
 _LOWER_IN_BRACKETS = re.compile(r"[(（]([a-z])[)）]")
-_SENTENCE_END = re.compile(r"[?:.!？：。！][ \t\u3000]*\Z")
+_ENDS = ".?!。？！"  # what ends a sentence or a question
+_SENTENCE_END = re.compile(rf"[{_ENDS}:：][ \t\u3000]*\Z")
 
 
 def _lower_labels(text: str, regions: list[tuple[int, int]]) -> list[_Label]:
@@ -288,14 +289,14 @@ def read_options(text: str) -> OptionsText | None:
 
 # the header that introduces the options ("Question: …?\nChoices:", MathVista's, MathVerse's and
 # MMStar's layouts): the options' own, not the question's
-_OPTIONS_HEADER = re.compile(r"(?:(?<=[\s.?!。？！])|\A)(?:Answer\s+)?(?:Choices|Options)\s*[:：]\s*\Z|选项\s*[:：]\s*\Z",
+_OPTIONS_HEADER = re.compile(rf"(?:(?<=[\s{_ENDS}])|\A)(?:Answer\s+)?(?:Choices|Options)\s*[:：]\s*\Z|选项\s*[:：]\s*\Z",
                              re.IGNORECASE)
 
 # an evaluation prompt's instruction written after the options (LLaVA's "Answer with the
 # option's letter from the given choices directly.", MMMU's "Please select the correct answer
 # from the options above."): a sentence of its own that names the options or their letters
 _INSTRUCTION = re.compile(
-    r"(?:(?<=[.?!。？！\n])\s*|\s+(?=Please\s))(?:Please\s+)?(?:Answer|Select|Choose|Pick|Respond|Reply)\b[^.?!\n]*"
+    rf"(?:(?<=[{_ENDS}\n])\s*|\s+(?=Please\s))(?:Please\s+)?(?:Answer|Select|Choose|Pick|Respond|Reply)\b[^.?!\n]*"
     r"\b(?:letter|option|options|choice|choices)\b[^.?!\n]*[.?!。]?\s*\Z",
     re.IGNORECASE,
 )
