@@ -777,14 +777,19 @@ _OPERAND_START = {"NUM", "WORD", "ACCENTED", "GREEK", "CHEM", "VFRAC", "SYMBOL",
 
 def _piece_of_more(tokens: list[_Token], start: int, end: int) -> bool:
     """Whether the span ``tokens[start:end]`` is a piece of a longer expression the rules could not
-    read whole, which alone would say something else: an operator joins it to an operand beside it
-    (``Height = 5.31 + 3.34 Percentage``; ``joining``), a sign glued to it or a power after it is
-    left out (``rate= -0.64x``, ``s^-1``), a math symbol the rules do not read stands beside it
-    (``∑ i = 55``), or a dot or hyphen with no space joins it to a word (``0.5 kg.m2``: a unit's
-    second half; ``3′-ATGCG``, like ``3-page``). Such a span stays as written. A blank after the
-    operator (``3 × 4 = ?``, ``∠1 = ( )°``) is no operand."""
+    read whole, which alone would say something else: an operator joins it, or the brackets it
+    fills, to an operand beside it (``Height = 5.31 + 3.34 Percentage``, ``μ0I/(2πd)``;
+    ``joining``); a sign, root, angle or index glued to it, an exponent or index just before it or
+    a power after it is left out (``rate= -0.64x``, ``∠1:∠2``, ``x^2 10⁻³``, ``s^-1``); a math
+    symbol the rules do not read stands beside it (``∑ i = 55``); or a dot or hyphen with no
+    space joins it to a word (``0.5 kg.m2``: a unit's second half; ``3′-ATGCG``, like
+    ``3-page``). Such a span stays as written. A blank after the operator (``3 × 4 = ?``,
+    ``∠1 = ( )°``) is no operand."""
     def kind(i: int) -> str | None:
         return tokens[i].kind if 0 <= i < len(tokens) else None
+
+    def text(i: int) -> str:
+        return tokens[i].text if 0 <= i < len(tokens) else ""
 
     def skip_ws(i: int, step: int) -> int:
         return i + step if kind(i) == "WS" else i
@@ -795,29 +800,29 @@ def _piece_of_more(tokens: list[_Token], start: int, end: int) -> bool:
         ``H0 : β = 0`` and ``Solve:2x`` are labels)."""
         if kind(i) != "OP":
             return False
-        if tokens[i].text in _JOINING_OPERATORS:
+        if text(i) in _JOINING_OPERATORS:
             return True
-        if tokens[i].text == ":":
-            return kind(i - 1) in _OPERAND_END and len(tokens[i - 1].text) == 1 and kind(i + 1) != "WS"
+        if text(i) == ":":
+            return kind(i - 1) in _OPERAND_END and len(text(i - 1)) == 1 and kind(i + 1) != "WS"
         return (kind(i - 1) == "WS") == (kind(i + 1) == "WS")
 
-    def math_symbol(i: int) -> bool:
-        """A math symbol the rules do not read (∑, ∫, ∪, ∈): what stands beside it is its operand."""
-        return kind(i) == "PUNCT" and len(tokens[i].text) == 1 and unicodedata.category(tokens[i].text) == "Sm"
-
-    if kind(start - 1) == "OP" and (tokens[start - 1].text != ":" or joining(start - 1)):
-        return True
-    if kind(start - 1) in ("ROOT", "ANGLE") or tokens[start - 1].text == "_" if start > 0 else False:
-        return True  # a root, angle or index sign glued to it: √2 of √2:√3, a_1's 1
-    if (kind(end) == "OP" and tokens[end].text == "^") or (end < len(tokens) and tokens[end].text == "_"):
-        return True
-    tail = skip_ws(start - 1, -1)
-    if kind(tail) in _OPERAND_END and tail > 0 and tokens[tail - 1].text in ("^", "_"):
-        return True  # right after an exponent or index that it did not take (x^2 10⁻³)
     def operand_start(i: int) -> bool:
         """An operand starts at ``i``: a bracket does unless it is a blank (``( )``)."""
         return kind(i) in _OPERAND_START or (kind(i) == "LPAR" and kind(skip_ws(i + 1, 1)) != "RPAR")
 
+    def math_symbol(i: int) -> bool:
+        """A math symbol the rules do not read (∑, ∫, ∪, ∈): what stands beside it is its operand."""
+        return kind(i) == "PUNCT" and len(text(i)) == 1 and unicodedata.category(text(i)) == "Sm"
+
+    if kind(start - 1) == "OP" and (text(start - 1) != ":" or joining(start - 1)):
+        return True
+    if kind(start - 1) in ("ROOT", "ANGLE") or text(start - 1) == "_":
+        return True
+    if (kind(end) == "OP" and text(end) == "^") or text(end) == "_":
+        return True
+    tail = skip_ws(start - 1, -1)
+    if kind(tail) in _OPERAND_END and text(tail - 1) in ("^", "_"):
+        return True
     # the span, and the brackets around it when it is all their inside ("± (x+1) ∈")
     bounds = [(start, end)]
     if kind(start - 1) == "LPAR" and kind(end) == "RPAR":
@@ -829,11 +834,11 @@ def _piece_of_more(tokens: list[_Token], start: int, end: int) -> bool:
         after = skip_ws(stop, 1)
         if (joining(after) and operand_start(skip_ws(after + 1, 1))) or math_symbol(after):
             return True
-    if kind(end) == "PUNCT" and tokens[end].text == "." and kind(end + 1) in _WORDLIKE:
+    if kind(end) == "PUNCT" and text(end) == "." and kind(end + 1) in _WORDLIKE:
         return True
-    if kind(end) == "OP" and tokens[end].text in ("-", "−") and kind(end + 1) in _WORDLIKE:
+    if kind(end) == "OP" and text(end) in ("-", "−") and kind(end + 1) in _WORDLIKE:
         return True
-    return kind(start - 1) == "PUNCT" and tokens[start - 1].text == "." and kind(start - 2) in _WORDLIKE
+    return kind(start - 1) == "PUNCT" and text(start - 1) == "." and kind(start - 2) in _WORDLIKE
 
 
 def _find_spans(tokens: list[_Token]) -> list[tuple[int, int, str]]:
