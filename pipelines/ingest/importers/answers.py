@@ -136,6 +136,8 @@ def parse_answer(
             readings.append(("label", label_index.get(str(int(value)), num_options)))
     elif isinstance(value, str):
         text = value.strip()
+        # the options whose text the answer is
+        matches = [] if option_texts is None else [i for i, opt in enumerate(option_texts) if _norm(opt) == _norm(text)]
         if answer_format in ("auto", "index") and _INDEX.match(text) and not (numbered and answer_format == "auto"):
             readings.append(("index", int(text)))
         number = _NUMBER_LABEL.match(text) if numbered and answer_format in ("auto", "letter") else None
@@ -143,7 +145,7 @@ def parse_answer(
             readings.append(("label", label_index.get(str(int(number.group(1))), num_options)))
         if answer_format in ("auto", "letter"):
             bare = _bare(text)
-            if bare != text and option_texts is not None and any(_norm(option) == _norm(text) for option in option_texts):
+            if bare != text and matches:
                 bare = text  # an option's own text ("$a$" among "$b$", "$a$"): no letter is unwrapped from it
             letter = _LETTER.match(bare)
             if letter:
@@ -161,7 +163,6 @@ def parse_answer(
                 if answer_format == "letter" and explained and several is None and not readings:
                     readings.append(("letter", label_index.get(explained.group(1).casefold(), num_options)))
         if answer_format in ("auto", "text") and option_texts is not None:
-            matches = [i for i, opt in enumerate(option_texts) if _norm(opt) == _norm(text)]
             if len(matches) > 1:
                 raise AnswerError("answer matches several options' text", _shown(value))
             if matches:
