@@ -26,7 +26,9 @@ coincide with it everywhere.
 
 A pair that differs gets a second look (``_second_look``) at the lower of the two ink levels
 and at the coarser picture's own pixel, as far as two copies of a small figure can agree: at the
-alignment that scored best, and at one that leaves ``MISALIGNED`` times less unmatched ink.
+alignment that scored best, and at one that leaves ``MISALIGNED`` times less unmatched ink. What
+it forgives must be what resampling does: ink thicker than the coarser picture's pixel left
+unmatched, or a blob against a thin line, still counts.
 The verdict's ``measure`` holds the numbers it read. Everything runs at the working size, so a
 pair costs about the same whatever the pictures' sizes. OpenCV is imported on first use.
 """
@@ -81,6 +83,7 @@ STEPS = 64  # steps of inkness in which the ink around a pixel is read (``_steps
 RISE = 0.3  # share of the way from the other's least ink around to this ink that its ink must rise
 MARK = 0.2  # ink this much darker than the other's least ink around it is a mark to be found there
 SOURCE_PIXEL = 2.0  # working pixels a picture's own pixel may span in a comparison (``_second_look``)
+BLOB = 3  # working pixels (of the second look's canvases): ink holding a disc of this radius is a blob
 MISALIGNED = 2.0  # an alignment leaving this many times more unmatched ink than another is not the pair's
 
 
@@ -551,18 +554,21 @@ def _levels(canvas: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _unmatched(missing: np.ndarray, faint: np.ndarray | None = None,
-               around: np.ndarray | None = None) -> tuple[int, int, int]:
+               around: np.ndarray | None = None, thick: int = 0) -> tuple[int, int, int]:
     """(unmatched ink of one canvas, that of its largest cluster, the most of a cluster's that
     lies apart from all of the other's ink), in pixels of full ink. ``missing``: its strong ink
     that the other's does not match (uint8 0/1, ``_missing``); ``faint``: its faint ink, which
     counts too on the other's bare paper (``around`` 0: a drawing in thin grey lines where the
-    other has none); None: it does not. ``around`` None: no apart (0)."""
+    other has none); None: it does not. ``around`` None: no apart (0). ``thick`` > 0: only the
+    unmatched ink that holds a disc of that radius counts (a morphological opening)."""
     cv2 = _cv2()
 
     extra = missing.view(bool)
     if faint is not None:
         extra = extra.copy()
         extra |= np.greater(faint, around)
+    if thick:
+        extra = cv2.morphologyEx(extra.view(np.uint8), cv2.MORPH_OPEN, _disc(thick)).view(bool)
     total = int(np.count_nonzero(extra))
     if not total:
         return 0, 0, 0
@@ -662,9 +668,9 @@ class _Judgement:
 
 
 def _judge(a: InkPicture, fixed: np.ndarray, fixed_levels: tuple, b: InkPicture, moving: np.ndarray,
-           warp: np.ndarray, rho: float | None) -> _Judgement:
+           warp: np.ndarray, rho: float | None, thick: int = 0) -> _Judgement:
     """``b`` (its canvas padded: ``moving``) warped onto ``a`` (``fixed``, its ``_levels``) and
-    their ink compared."""
+    their ink compared; ``thick``: only unmatched ink that holds a disc of that radius counts."""
     cv2 = _cv2()
     fixed_ink, fixed_paper = _surroundings_of(a, fixed.shape, False), _surroundings_of(a, fixed.shape, True)
     fixed_strong, fixed_faint, fixed_hole = fixed_levels
@@ -676,9 +682,9 @@ def _judge(a: InkPicture, fixed: np.ndarray, fixed_levels: tuple, b: InkPicture,
         moved_ink, moved_paper = _surroundings(moved), _surroundings(moved, paper=True)
     moved_strong, moved_faint, moved_hole = _levels(moved)
     extra_a, cluster_a, apart_a = _unmatched(_missing(fixed_strong, fixed, moved_ink[0], moved_ink[2], fixed_faint),
-                                             fixed_faint, moved_ink[1])
+                                             fixed_faint, moved_ink[1], thick)
     extra_b, cluster_b, apart_b = _unmatched(_missing(moved_strong, moved, fixed_ink[0], fixed_ink[2], moved_faint),
-                                             moved_faint, fixed_ink[1])
+                                             moved_faint, fixed_ink[1], thick)
     # paper where the other has ink all around: a letter or mark cut out of a filled shape
     _, holes_a, _ = _unmatched(np.greater(fixed_hole, moved_paper[0]).view(np.uint8))
     _, holes_b, _ = _unmatched(np.greater(moved_hole, fixed_paper[0]).view(np.uint8))
@@ -700,6 +706,24 @@ def _darkened(canvas: np.ndarray, gain: float) -> np.ndarray:
     return canvas * np.float32(gain)
 
 
+def _alone(canvas: np.ndarray, picture: InkPicture) -> InkPicture:
+    """A picture of this canvas alone (its surroundings made for this pair), read as ``picture``."""
+    return InkPicture(canvas, int((canvas >= INK_LEVEL).sum()), picture.contrast, picture.exact)
+
+
+def _blobs_unmatched(canvas: np.ndarray, other: np.ndarray) -> int:
+    """The largest cluster of a canvas's blobs (ink that holds a disc of ``BLOB`` pixels) that
+    finds no blob of the other (ink that holds a disc of ``BLOB - 1`` pixels, at ``NEAR_LEVEL``)
+    within ``TOLERANCE``: a dot or a filled mark where the other has at most a thin line."""
+    cv2 = _cv2()
+    blobs = cv2.morphologyEx((canvas >= INK_LEVEL).view(np.uint8), cv2.MORPH_OPEN, _disc(BLOB))
+    if not blobs.any():
+        return 0
+    support = cv2.morphologyEx((other >= NEAR_LEVEL).view(np.uint8), cv2.MORPH_OPEN, _disc(BLOB - 1))
+    missing = np.greater(blobs, cv2.dilate(support, _disc(TOLERANCE)))
+    return _unmatched(missing.view(np.uint8))[1]
+
+
 def _second_look(a: InkPicture, b: InkPicture, fixed: np.ndarray, moving: np.ndarray,
                  best: _Judgement) -> tuple[_Judgement, dict] | None:
     """``best``'s alignment judged again as the two pictures can still agree, and what was
@@ -712,7 +736,11 @@ def _second_look(a: InkPicture, b: InkPicture, fixed: np.ndarray, moving: np.nda
     - its detail: where a picture's own pixel spans more than ``SOURCE_PIXEL`` working pixels, an
       edge it resampled is off by a fraction of that pixel, more than ``TOLERANCE``, and the
       clusters' limits are smaller than that pixel. Both canvases are shrunk so that the coarser
-      picture's pixel spans ``SOURCE_PIXEL`` working pixels."""
+      picture's pixel spans ``SOURCE_PIXEL`` working pixels. What no resampling explains still
+      counts against the shrunk look's limits, as a cluster: ink left unmatched at the working
+      size (at the common level) that holds a disc of more than one of the coarser picture's
+      pixels (a dot moved to the next tick: ``changed["thick"]``), and a blob of one where the
+      other has at most a thin line (a switch drawn on a wire: ``changed["blobs"]``)."""
     cv2 = _cv2()
     changed = {}
     high, low = max(a.contrast, b.contrast), min(a.contrast, b.contrast)
@@ -724,6 +752,7 @@ def _second_look(a: InkPicture, b: InkPicture, fixed: np.ndarray, moving: np.nda
             moving = _darkened(moving, high / low)
     coarse = max(a.pixel, b.pixel)
     warp = best.warp
+    at_working_size = fixed, moving
     if coarse > SOURCE_PIXEL:
         factor = SOURCE_PIXEL / coarse
         size = (max(1, round(fixed.shape[1] * factor)), max(1, round(fixed.shape[0] * factor)))
@@ -739,10 +768,19 @@ def _second_look(a: InkPicture, b: InkPicture, fixed: np.ndarray, moving: np.nda
         changed["pixel"] = round(coarse, 2)
     if not changed:
         return None
-    # pictures of these canvases alone: their surroundings are made for this pair
-    first = InkPicture(fixed, int((fixed >= INK_LEVEL).sum()), a.contrast, a.exact)
-    second = InkPicture(moving, int((moving >= INK_LEVEL).sum()), b.contrast, b.exact)
-    judged = _judge(first, fixed, _levels(fixed), second, moving, warp, best.rho)
+    judged = _judge(_alone(fixed, a), fixed, _levels(fixed), _alone(moving, b), moving, warp, best.rho)
+    if "pixel" in changed and judged.score[0] < 1:
+        # what the shrunk look forgave must be what resampling does: ink left unmatched at the
+        # working size that is thicker than the coarser picture's pixel, or a blob where the
+        # other has at most a thin line, is not
+        blobs = max(_blobs_unmatched(judged.fixed, judged.moved), _blobs_unmatched(judged.moved, judged.fixed))
+        fixed, moving = at_working_size
+        thick = _judge(_alone(fixed, a), fixed, _levels(fixed), _alone(moving, b), moving, best.warp, best.rho,
+                       thick=int(coarse) + 1)
+        for name, cluster in (("blobs", blobs), ("thick", max(thick.cluster_a, thick.cluster_b))):
+            if cluster:
+                changed[name] = cluster
+                judged = replace(judged, score=(max(judged.score[0], cluster / LABEL_INK), judged.score[1]))
     return replace(judged, warp=best.warp), changed
 
 
