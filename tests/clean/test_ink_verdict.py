@@ -470,3 +470,29 @@ _judge_unpatched = ink._judge
 def _judge_ignoring_thickness(*args, thick: int = 0, **kw):
     judged = _judge_unpatched(*args, **kw)
     return dataclasses.replace(judged, cluster_a=0, cluster_b=0) if thick else judged
+
+
+def test_the_review_report_lists_a_merge_judged_at_the_smaller_pictures_pixel():
+    """``sql/reports/merges_to_review.sql`` reads the evidence's ``ink.pixel`` and clusters: a small
+    real figure (We-Math 2steps/266-2) and its 70% resize merge only at the smaller one's pixel,
+    and the report lists that merge, while a merge judged at the working size is not listed."""
+    import duckdb
+    from pathlib import Path
+
+    data = (pp.CORPORA / "wemath" / "data" / "2steps" / "image" / "266-2.png").read_bytes()
+    im = pp.rgb(data)
+    resized = pp.png(im.resize((round(im.width * 0.7), round(im.height * 0.7)), pp.Image.Resampling.LANCZOS))
+    large = pp.real_figures(1, seed=3)[0].read_bytes()
+    large_copy = pp.jpeg(pp.rgb(large), 85)
+    pictures = {_name(x): x for x in (data, resized, large, large_copy)}
+    rows = [_q("small", _name(data)), _q("small-resized", _name(resized)),
+            {**_q("large", _name(large)), "problem": "Which figure is shown?"},
+            {**_q("large-jpeg", _name(large_copy)), "problem": "Which figure is shown?"}]
+    result = deduplicate(pl.DataFrame(rows, schema=pl.Schema(RAW_QUESTION_SCHEMA)), _index(pictures),
+                         read_image=pictures.__getitem__)
+    assert sorted(result.duplicates["source_key"].to_list()) == ["large-jpeg", "small-resized"]
+    report = (Path(__file__).resolve().parents[2] / "sql" / "reports" / "merges_to_review.sql").read_text()
+    con = duckdb.connect()
+    con.register("duplicates", result.duplicates.to_arrow())
+    listed = con.execute(report).fetchall()
+    assert [row[0] for row in listed] == ["small-resized"] and listed[0][2] > 2, listed
