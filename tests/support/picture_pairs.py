@@ -232,9 +232,13 @@ def make_pairs(paths: list[Path], seed: int):
         nearest = next((j for j in others if not same_drawing(pictures[j], im)), None)
         if nearest is not None:
             yield "nearest", name, data, images[nearest][1]
+        # the next two figures, as long as they are other drawings than each other: a corpus
+        # holds one figure twice (We-Math's step questions), and two frames around it are copies
         other = pictures[(k + 1) % len(pictures)]
-        third = pictures[(k + 2) % len(pictures)]
-        yield "frame", name, framed(im, other, "Which figure completes the pattern?"), \
-            framed(im, third, "Which figure completes the pattern?")
+        third = next((pictures[(k + j) % len(pictures)] for j in range(2, len(pictures))
+                      if not same_drawing(pictures[(k + j) % len(pictures)], other)), None)
+        if third is not None:
+            yield "frame", name, framed(im, other, "Which figure completes the pattern?"), \
+                framed(im, third, "Which figure completes the pattern?")
         # last, and without the shared generator: the other classes' pairs stay as they were
         yield "tone", name, data, toned(im, TONE_GAMMAS[k % len(TONE_GAMMAS)])
