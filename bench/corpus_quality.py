@@ -66,7 +66,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pipelines.store.home import DataHome  # noqa: E402
-from pipelines.clean.latex.convert import ACCENTS, changed_math, extract_math  # noqa: E402
+from pipelines.clean.latex.convert import ACCENT_MARKS, changed_math, extract_math  # noqa: E402
 from pipelines.dataset.option_order import KEPT_ORDER_PREFIX, option_order  # noqa: E402
 from pipelines.store.warehouse import run_query  # noqa: E402
 
@@ -153,15 +153,14 @@ _WORD_COMMANDS = frozenset(
 
 
 # a letter under an accent written in TeX (``\\hat{y}``) reads as the accented letter (ŷ)
-_ACCENT_MARKS = {command: mark for mark, command in ACCENTS.items()}
-_TEX_ACCENT = re.compile(r"\\(hat|bar|overline|dot|vec)\s*\{\s*([A-Za-z])\s*\}")
+_TEX_ACCENT = re.compile(r"\\(" + "|".join(ACCENT_MARKS) + r")\s*\{\s*([A-Za-z])\s*\}")
 
 
 def signature(text: str | None) -> str:
     """The words and numbers of a text: NFKC, TeX commands dropped (Greek letters read as the
     letter, an accent as the accented letter), case-folded, every character that is not a letter or digit dropped. Conversion to
     LaTeX leaves it as it was; a lost word or digit, or two options run together, do not."""
-    text = _TEX_ACCENT.sub(lambda m: m.group(2) + _ACCENT_MARKS[m.group(1)], text or "")
+    text = _TEX_ACCENT.sub(lambda m: m.group(2) + ACCENT_MARKS[m.group(1)], text or "")
     text = _TEX_COMMAND.sub(lambda m: _GREEK.get(m.group(1), m.group(1) if m.group(1) in _WORD_COMMANDS else " "),
                             unicodedata.normalize("NFKC", text))
     return "".join(ch for ch in text.casefold() if ch.isalnum())

@@ -211,6 +211,7 @@ _LETTER = rf"(?:(?!{_SPECIAL_CLASS})[^\W\d_])"
 # proportion, v⃗): combining mark -> LaTeX command. Written with the combining mark (x + U+0304);
 # precomposed only as ŷ and ȳ, since other precomposed letters (ñ, â, ā) are letters of words
 ACCENTS = {"\u0302": "hat", "\u0304": "bar", "\u0305": "overline", "\u0307": "dot", "\u20d7": "vec"}
+ACCENT_MARKS = {command: mark for mark, command in ACCENTS.items()}  # LaTeX command -> combining mark
 _PRECOMPOSED_ACCENTED = "ŷŶȳȲ"
 
 # Chinese, Japanese and Korean script: a word of it ends where Latin letters start (已知a>0)
@@ -880,7 +881,6 @@ _LATEX_TO_TEXT = {
 _LATEX_TO_TEXT.update({name: char for char, name in GREEK.items()})
 for _fn in FUNCTIONS:
     _LATEX_TO_TEXT[_fn] = _fn
-_ACCENT_MARKS = {command: mark for mark, command in ACCENTS.items()}
 
 
 def _render_nodes(nodes) -> str:
@@ -920,10 +920,10 @@ def _render_nodes(nodes) -> str:
                 if not args or args[0] is None:
                     raise LatexValidationError(r"\mathrm needs an argument")
                 out.append(_render_nodes([args[0]]))
-            elif name in _ACCENT_MARKS:
+            elif name in ACCENT_MARKS:
                 if not args or args[0] is None:
                     raise LatexValidationError(f"\\{name} needs an argument")
-                out.append(_render_nodes([args[0]]) + _ACCENT_MARKS[name])
+                out.append(_render_nodes([args[0]]) + ACCENT_MARKS[name])
             elif name in _LATEX_TO_TEXT:
                 out.append(_LATEX_TO_TEXT[name])
             else:
