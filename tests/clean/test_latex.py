@@ -204,6 +204,13 @@ CASES = [
     ("ΔH = -285 kJ/mol", r"\( \Delta H=-285 \mathrm{~kJ} / \mathrm{mol} \)"),
     ("x = max + 1", "x = max + 1"),
     ("arr = [1, 2, 3]", "arr = [1, 2, 3]"),
+    # Roman numerals rank statements, they are no products of I, V and X (SceMQA Physics/103 was
+    # "\( I I I>I=I V>I I \)"); other upper-case runs are still points and segments
+    ("III > I = IV > II", "III > I = IV > II"),
+    ("Rank: II > IV > III > I", "Rank: II > IV > III > I"),
+    ("VI = 6", "VI = 6"),
+    ("AB = 3 cm", r"\( A B=3 \mathrm{~cm} \)"),
+    ("XY + YZ = 5", r"\( X Y+Y Z=5 \)"),
     # blanks and prose punctuation are no operands
     ("∠1 = ( )°", r"\( \angle 1 \) = ( )°"),
     ("Solve: 2x + 3 = 7", r"Solve: \( 2 x+3=7 \)"),

@@ -71,6 +71,8 @@ What counts as math (the rules, in order):
   formula, written the Mathpix way: H₂O ``\\mathrm{H}_{2} \\mathrm{O}``, CO₂ ``\\mathrm{CO}_{2}``,
   2H₂O ``2 \\mathrm{H}_{2} \\mathrm{O}``. A letter with subscript 1 (V₁, x₁) is a variable.
 - Mixed numbers: "2 1/2" and "2½" are ``2 \\frac{1}{2}``.
+- Roman numerals of two or more letters ("III > I = IV > II", statements ranked) are not
+  products of variables: such a span stays as written.
 - Variables: a single ASCII letter; a lower-case run of 2-3 letters that is not an English
   word, a unit or a name of math or code ("max", "gcd", "arr"): "mx" in "y = mx + b" is
   ``m x``. Greek letters inside Greek words are prose.
@@ -187,6 +189,8 @@ UNITS = frozenset({
     "nm", "mol", "mmol", "kJ", "eV", "keV", "MeV", "atm", "mA", "kW", "kV", "mV", "kHz", "MHz", "GHz",
     "min", "sec", "yr", "mph",
 })
+# Roman numerals of two or more letters (II, III, IV, IX, XII, ...), which name statements and cases
+_ROMAN_NUMERAL = re.compile(r"(?=[IVX]{2})X{0,3}(?:IX|IV|V?I{0,3})")
 # short lower-case names that are never a product of variables ("max" is not m·a·x): functions
 # and abbreviations of math and of code
 _NAMES = frozenset("max min gcd lcm mod abs det deg rad arg lim sgn var std cov avg arr idx len str num tmp val".split())
@@ -665,6 +669,8 @@ class _SpanParser:
             return _Part("\\" + t + index + " " + argument.latex, argument.end, argument.strong or bool(index))
         if len(t) == 1:
             return _Part(t, i + 1, False)
+        if _ROMAN_NUMERAL.fullmatch(t):
+            return None  # "III > I = IV > II" ranks statements: numerals, not products of I and V
         if 2 <= len(t) <= 3 and t.isupper():
             return _Part(" ".join(t), i + 1, False)
         if 2 <= len(t) <= 3 and t.islower() and t not in _ENGLISH_SHORT_WORDS and t not in UNITS and t not in _NAMES:
