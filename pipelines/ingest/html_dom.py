@@ -4,7 +4,8 @@ decoding, text of a node as shown, image URLs, the parsed question and its error
 
 Texts are returned as shown: entities decoded, Unicode kept as is, inner white space kept (a
 layout may ask to collapse it), only ASCII white space around the element's text removed;
-``<br>`` is a line break. NUL characters, which HTML parsers drop, are kept so that ingest
+``<br>`` is a line break, ``<sup>``/``<sub>`` are raised and lowered (``x²``, ``H₂O``). ``markup_text``
+reads a file source's text written in HTML the same way. NUL characters, which HTML parsers drop, are kept so that ingest
 quarantines them.
 
 A page nesting elements deeper than ``MAX_DEPTH`` is refused before it is parsed (real quiz pages
@@ -15,6 +16,7 @@ of the tags keeps the stack of open elements, closing those HTML closes implicit
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass, field
 from urllib.parse import urljoin
@@ -139,12 +141,41 @@ def from_standins(text: str) -> str:
     return text.translate(_FROM_STANDIN)
 
 
-def node_text(node: LexborNode, exclude: frozenset[int] = frozenset()) -> str:
-    """The text of ``node`` as shown: scripts, styles, comments and ``exclude`` (node ids) left out."""
+# what a reader sees of ``<sup>``/``<sub>``: Unicode's raised and lowered characters where every
+# character has one (``x<sup>2</sup>`` is x², ``H<sub>2</sub>O`` is H₂O, as the LaTeX stage reads
+# them), else the text after ``^`` or ``_``, in brackets when longer than one character
+_SCRIPTS = {
+    "sup": (str.maketrans("0123456789+-−=()ni", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁻⁼⁽⁾ⁿⁱ"), "^"),
+    "sub": (str.maketrans("0123456789+-−=()aehklmnopstx", "₀₁₂₃₄₅₆₇₈₉₊₋₋₌₍₎ₐₑₕₖₗₘₙₒₚₛₜₓ"), "_"),
+}
+# elements a browser shows on lines of their own (for texts written in HTML, ``markup_text``)
+_BLOCKS = frozenset("address blockquote caption center dd div dl dt figcaption figure h1 h2 h3 h4 h5 h6 hr li ol p "
+                    "pre table tbody tfoot thead tr ul".split())
+
+
+def scripted(text: str, tag: str) -> str:
+    """The text of a ``<sup>`` or ``<sub>`` element as a reader sees it raised or lowered."""
+    table, mark = _SCRIPTS[tag]
+    inner = text.strip(ASCII_WS)
+    if not inner:
+        return text
+    if all(ord(ch) in table for ch in inner):
+        return inner.translate(table)
+    return f"{mark}{inner}" if len(inner) == 1 else f"{mark}({inner})"
+
+
+def node_text(node: LexborNode, exclude: frozenset[int] = frozenset(), blocks: bool = False) -> str:
+    """The text of ``node`` as shown: scripts, styles, comments and ``exclude`` (node ids) left out,
+    ``<sup>`` and ``<sub>`` raised and lowered (``scripted``); with ``blocks``, block elements
+    (paragraphs, list items, table rows) on lines of their own."""
     parts: list[str] = []
-    stack = [node]
+    stack: list = [node]
     while stack:
         current = stack.pop()
+        if isinstance(current, str):  # a block's closing line break
+            if parts and not parts[-1].endswith("\n"):
+                parts.append(current)
+            continue
         if current.is_text_node:
             parts.append(current.text_content or "")
             continue
@@ -155,8 +186,52 @@ def node_text(node: LexborNode, exclude: frozenset[int] = frozenset()) -> str:
         if current is not node and (tag in ("script", "style", "template") or tag.startswith("-") or tag.startswith("_")
                                     or current.mem_id in exclude):
             continue
+        if current is not node and tag in _SCRIPTS:
+            parts.append(scripted(node_text(current, exclude, blocks), tag))
+            continue
+        if blocks and current is not node and tag in _BLOCKS:
+            if parts and not parts[-1].endswith("\n"):
+                parts.append("\n")
+            stack.append("\n")
         stack.extend(reversed(list(current.iter(include_text=True))))
     return from_standins("".join(parts))
+
+
+# proof that a text is written in HTML: an end tag of an element that formats text, or a line
+# break (``x<sup>2</sup>``, ``<p>…</p>``, ``a<br>b``); a lone ``<b>`` may be maths (``a<b>c``), and
+# placeholders (``<image 1>``, ``<img1>``) and chemists' ``<smiles>`` are not HTML
+_MARKUP = re.compile(
+    r"</(?:a|b|big|blockquote|center|code|del|div|em|font|h[1-6]|i|ins|li|mark|ol|p|pre|s|small|span|strike|strong|"
+    r"sub|sup|table|tbody|td|tfoot|th|thead|tr|u|ul)\s*>|<(?:br|hr)\s*/?>",
+    re.I,
+)
+_PICTURE_TAG = re.compile(r"<img\s[^<>]*>", re.I)
+_PLACEHOLDER_START = re.compile(r"<(?=(?:image|img|图片)[ _]?\d*>)", re.I)
+# a character reference (``&gt;``, ``&#39;``, ``&#x3c0;``), always closed by ``;`` in what is read
+_REFERENCE = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
+
+
+class PictureInMarkup(ValueError):
+    """A text written in HTML holds a picture (``<img src=…>``) that its text alone would lose."""
+
+
+def markup_text(text: str) -> str:
+    """A text from a file source as a reader sees it when it is written in HTML (quiz sites'
+    JSON exports, scraped corpora): its tags read as a browser shows them (``node_text`` with
+    blocks on lines of their own) and its character references decoded (``&quot;Gold&quot;``);
+    any other text is returned as it is. Raises ``PictureInMarkup`` for a text in HTML that
+    holds a picture."""
+    if _MARKUP.search(text):
+        picture = _PICTURE_TAG.search(text)
+        if picture:
+            raise PictureInMarkup(picture.group())
+        # placeholders (<image 1>, <img1>, LLaVA's <image>) stay text: HTML reads <image> as a picture
+        kept = _PLACEHOLDER_START.sub("&lt;", text)
+        body = LexborHTMLParser(f"<body>{to_standins(kept)}</body>").body
+        return clean(node_text(body, blocks=True)) if body is not None else text
+    if "&" in text:
+        return _REFERENCE.sub(lambda m: html.unescape(m.group()), text)
+    return text
 
 
 def attr(node: LexborNode, name: str) -> str | None:

@@ -1,7 +1,9 @@
 """Hostile data through a whole build, and SQL smuggled through the command line.
 
 A ``jsonl:`` source whose question text is ``<script>alert(1)</script><img src=x
-onerror=alert(2)>`` is built (real PNGs, the random model) with ``run_build``; the text must
+onerror=alert(2)>`` is built (real PNGs, the random model) with ``run_build``, its texts kept as
+written (``html=0``; read as a browser shows them, the option ``<b onmouseover=…>yes</b>`` is
+``yes``: tests/ingest/test_importer_quiz_exports.py); the text must
 reach the warehouse verbatim and the report only escaped: no script element and no event
 handler attribute from the data. Then ``stemforge sql`` (a subprocess, as users run it) must
 refuse writes, file access, extension loading and stacked statements with a one-line error
@@ -56,7 +58,7 @@ def built(tmp_path_factory):
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     home = DataHome(root / "home")
     with home_instance(home):
-        settings = BuildSettings(home=str(home.root), sources=(f"jsonl:{path}",), models=("random",))
+        settings = BuildSettings(home=str(home.root), sources=(f"jsonl:{path}?html=0",), models=("random",))
         outcome = run_build(settings, progress=False)
     assert outcome.success, outcome.summary
     return home

@@ -283,7 +283,7 @@ def write_example(match: re.Match, folder: Path) -> None:
 
 def test_the_readme_layout_examples_import_as_they_say(tmp_path, store):
     examples = {m.group("file"): m for m in readme_examples()}
-    assert set(examples) == {"puzzles.json", "nets.jsonl", "panels.jsonl", "mmbench.csv"}
+    assert set(examples) == {"puzzles.json", "nets.jsonl", "panels.jsonl", "mmbench.csv", "trivia.jsonl", "ranked.jsonl"}
     got = {}
     for name, match in examples.items():
         write_example(match, tmp_path)
@@ -303,11 +303,16 @@ def test_the_readme_layout_examples_import_as_they_say(tmp_path, store):
         "Which shape has the most sides?", ("triangle", "square", "hexagon"), 2, {"id": "11"})
     assert (rain.problem, rain.choices, rain.answer_idx, rain.subject) == (
         "The chart shows rainfall.\nWhich month was wettest?", ("May", "June"), 1, "science")
+    gold, square = got["trivia.jsonl"]
+    assert (gold.problem, gold.choices, gold.answer_idx) == (
+        'Which of these is the chemical symbol for "gold"?', ("Au", "Ag", "Gd", "Go"), 0)
+    assert (square.problem, square.choices[square.answer_idx]) == ("What is x if x² = 9 and x > 0?", "3")
+    assert [x.choices[x.answer_idx] for x in got["ranked.jsonl"]] == ["R", "red"]
 
 
 @pytest.mark.slow
 def test_the_readme_layout_examples_build_as_printed(tmp_path):
-    """The three build commands, run in a folder holding the example files, as a user would."""
+    """The build commands, run in a folder holding the example files, as a user would."""
     examples = readme_examples()
     for match in examples:
         write_example(match, tmp_path)
@@ -318,4 +323,4 @@ def test_the_readme_layout_examples_build_as_printed(tmp_path):
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     rows = run_query(DataHome(tmp_path / "home"), "SELECT source, count(*) FROM raw_questions GROUP BY 1 ORDER BY 1").rows
-    assert sorted(n for _, n in rows) == [1, 2, 2, 2]
+    assert sorted(n for _, n in rows) == [1, 2, 2, 2, 2, 2]

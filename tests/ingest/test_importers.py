@@ -513,7 +513,9 @@ def test_jsonl_bad_lines_are_quarantined_with_reasons(tmp_path, images):
     assert sorted(reasons) == [i for i in range(18) if i != 14]
     assert reasons[0] == reasons[1] == reasons[2] == "image path escapes the folder"
     assert details[0] == f"../outside.png leaves {folder.resolve()}"
-    assert details[1].startswith("/") and details[1].endswith(f" leaves {folder.resolve()}")
+    assert details[1].startswith("/") and details[1].endswith(
+        f" leaves {folder.resolve()}; an absolute path: image_prefix=FOLDER reads the paths that start with FOLDER "
+        "from the image folder")
     assert details[2] == f"link.png leaves {folder.resolve()}"
     assert reasons[3] == "malformed JSON" and details[3].startswith("line 4: ")
     assert reasons[4] == reasons[5] == "not multiple choice: no options"

@@ -1,4 +1,5 @@
-"""Reading an answer given as a letter, a 0-based index or the option's text.
+"""Reading an answer given as a letter, an index (0-based, or 1-based for a whole source) or
+the option's text.
 
 ``parse_answer`` returns the 0-based index of the correct option or raises ``AnswerError``
 with a stable reason (and the value in its detail). With ``answer_format="auto"`` every
@@ -11,6 +12,9 @@ Options the source numbers itself (labels ``1``, ``2``, ...: ``["(1) cat", "(2) 
 ``{"1": ..., "2": ...}``) are named by their numbers: with ``auto`` the text ``"2"`` (or ``(2)``)
 is option ``(2)``, not the 0-based index 2; a number (not a text) is read both ways and refused
 when the two differ.
+
+A number read as an index counts from ``index_base``: 0, or 1 with ``answer_format="index1"``
+or when a whole source's answers prove it (``IndexAnswers``, ``rows.with_index_base``).
 
 With ``answer_format="letter"`` the letter may be followed by an explanation (``D``,
 ``D. because ...``, ``(D) ...``, ``D: ...``, ``D ...``): the first letter is the answer.
@@ -31,7 +35,8 @@ from typing import Any, Sequence
 
 from pipelines.ingest.importers.common import RecordProblem, one_line
 
-ANSWER_FORMATS = ("auto", "letter", "index", "text")
+ANSWER_FORMATS = ("auto", "letter", "index", "index1", "text")
+INDEX_FORMATS = ("auto", "index", "index1")  # the formats that read a number as an index
 
 _LETTER = re.compile(
     r"^(?:(?:the\s+)?(?:correct\s+)?(?:answer|option|choice)(?:\s+is)?\s*[:\-]?\s*)?"
@@ -95,18 +100,38 @@ def several_letters(text: str, label_index: dict[str, int]) -> list[str] | None:
     return letters
 
 
+class IndexAnswers:
+    """What a source's answers read as indices have shown of their base: an index 0 proves it
+    0-based; an index equal to its question's option count (the option after the last, 0-based)
+    with no 0 anywhere proves it 1-based (``one_based``)."""
+
+    def __init__(self):
+        self.zero = 0
+        self.past_last = 0
+
+    def saw(self, index: int, num_options: int) -> None:
+        self.zero += index == 0
+        self.past_last += index == num_options
+
+    def one_based(self) -> bool:
+        return self.zero == 0 and self.past_last > 0
+
+
 def parse_answer(
     value: Any,
     option_texts: Sequence[str] | None,
     num_options: int,
     labels: Sequence[str] | None = None,
     answer_format: str = "auto",
+    index_base: int = 0,
+    indices: IndexAnswers | None = None,
 ) -> int:
     """The 0-based option index that ``value`` designates.
 
     ``option_texts`` are the text options (None for image options); ``labels`` are the
     option labels when the source names them (e.g. the keys of ``{"A": ..., "B": ...}``),
-    by default A, B, C, ... .
+    by default A, B, C, ... . A number read as an index counts from ``index_base`` (1 with
+    ``answer_format="index1"``); ``indices`` is told every such number (``IndexAnswers``).
     """
     if answer_format not in ANSWER_FORMATS:
         raise ValueError(f"answer format {answer_format!r} is not one of {', '.join(ANSWER_FORMATS)}")
@@ -118,6 +143,8 @@ def parse_answer(
         raise AnswerError("missing answer")
     if isinstance(value, (bool, dict, list, tuple)):
         raise AnswerError("answer is not a single letter, index or option text", _shown(value))
+    if answer_format == "index1":
+        answer_format, index_base = "index", 1
     if labels is None:
         labels = list(string.ascii_uppercase[:num_options])
     label_index = {str(label).strip().casefold(): i for i, label in enumerate(labels)}
@@ -131,7 +158,9 @@ def parse_answer(
             raise AnswerError(f"answer is a number, expected {answer_format}", _shown(value))
         if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
             raise AnswerError("answer is not a whole-number index", _shown(value))
-        readings.append(("index", int(value)))
+        readings.append(("index", int(value) - index_base))
+        if indices is not None:
+            indices.saw(int(value), num_options)
         if numbered and answer_format == "auto":
             readings.append(("label", label_index.get(str(int(value)), num_options)))
     elif isinstance(value, str):
@@ -139,7 +168,9 @@ def parse_answer(
         # the options whose text the answer is
         matches = [] if option_texts is None else [i for i, opt in enumerate(option_texts) if _norm(opt) == _norm(text)]
         if answer_format in ("auto", "index") and _INDEX.match(text) and not (numbered and answer_format == "auto"):
-            readings.append(("index", int(text)))
+            readings.append(("index", int(text) - index_base))
+            if indices is not None:
+                indices.saw(int(text), num_options)
         number = _NUMBER_LABEL.match(text) if numbered and answer_format in ("auto", "letter") else None
         if number:
             readings.append(("label", label_index.get(str(int(number.group(1))), num_options)))
@@ -181,5 +212,6 @@ def parse_answer(
         raise AnswerError("several answers", _shown(value))
     if readings:
         raise AnswerError("answer out of range", f"{_shown(value)} for {num_options} options")
-    wanted = "a letter, a 0-based index or an option's text" if answer_format == "auto" else f"a valid {answer_format}"
+    wanted = ("a letter, a 0-based index or an option's text" if answer_format == "auto"
+              else f"a valid {answer_format}{' (1-based)' if index_base else ''}")
     raise AnswerError(f"answer is not {wanted}", _shown(value))

@@ -33,7 +33,14 @@ from pipelines.ingest.sources import register_source
 from pipelines.ingest.spec import SourceSpec
 from pipelines.ingest.importers.common import STAGE, one_line
 from pipelines.ingest.importers.paths import MAX_IMAGE_TEXT_CHARS, find_data_files, image_in_text
-from pipelines.ingest.importers.rows import RowMapping, image_folder, row_record, unused_field_entries, watched_data_files
+from pipelines.ingest.importers.rows import (
+    RowMapping,
+    image_folder,
+    row_record,
+    unused_field_entries,
+    watched_data_files,
+    with_index_base,
+)
 
 # A cell may hold a picture as base64; the csv module's default limit is 128 KiB.
 MAX_CELL_CHARS = MAX_IMAGE_TEXT_CHARS + 1024
@@ -48,7 +55,8 @@ def _reader(kind: str):
         files = find_data_files(kind, spec.location)
         mapping = RowMapping(spec.options, kind)  # raises before iteration starts
         roots = {folder: image_folder(mapping, folder) for folder in {f.parent for f in files}}
-        return _iter_files(spec.text, kind, Path(spec.location).name, files, mapping, roots, images)
+        return with_index_base(
+            lambda m: _iter_files(spec.text, kind, Path(spec.location).name, files, m, roots, images), mapping)
 
     iter_records.__name__ = iter_records.__qualname__ = f"iter_{kind}_records"
     return register_source(kind, usage=f"{kind}:PATH", query=True, watch=watch)(iter_records)

@@ -80,6 +80,7 @@ from pipelines.ingest.importers.rows import (
     quarantine,
     row_record,
     unused_field_entries,
+    with_index_base,
 )
 
 BATCH_ROWS = 64
@@ -215,7 +216,8 @@ def iter_hf_records(spec: SourceSpec, images: ImageStore) -> Iterator[Record]:
     # placeholder numbers name pictures only where the pictures are numbered columns
     reader = _RowReader(mapping, options, numbered, check_numbers=any(_NUMBERED_IMAGE.match(c) for c in columns))
     root = image_folder(mapping, dataset_folder(spec.location))
-    return _iter_files(spec.text, Path(spec.location).name, files, reader, root, images)
+    return with_index_base(lambda _: _iter_files(spec.text, Path(spec.location).name, files, reader, root, images),
+                           reader.inner)
 
 
 def _columns(files: list[DataFile]) -> set[str]:

@@ -50,7 +50,14 @@ from pipelines.ingest.sources import register_source
 from pipelines.ingest.spec import SourceSpec
 from pipelines.ingest.importers.common import STAGE, ImportSourceError, one_line
 from pipelines.ingest.importers.paths import find_data_files
-from pipelines.ingest.importers.rows import RowMapping, image_folder, row_record, unused_field_entries, watched_data_files
+from pipelines.ingest.importers.rows import (
+    RowMapping,
+    image_folder,
+    row_record,
+    unused_field_entries,
+    watched_data_files,
+    with_index_base,
+)
 
 # A file is read whole; larger files are refused (quarantined) rather than exhausting memory.
 MAX_JSON_BYTES = 1 << 30
@@ -86,7 +93,8 @@ def iter_json_records(spec: SourceSpec, images: ImageStore) -> Iterator[Record]:
     roots = {folder: image_folder(mapping, folder) for folder in {f.parent for f in files}}
     # files found by a pattern may share a name (one folder per question): each is named by its path
     names = {f: f.relative_to(spec.location).as_posix() if pattern else f.name for f in files}
-    return _iter_files(spec.text, Path(spec.location).name, files, names, mapping, records_key, roots, images)
+    return with_index_base(
+        lambda m: _iter_files(spec.text, Path(spec.location).name, files, names, m, records_key, roots, images), mapping)
 
 
 def _iter_files(

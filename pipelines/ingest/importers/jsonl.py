@@ -32,6 +32,7 @@ from pipelines.ingest.importers.rows import (
     row_record,
     unused_field_entries,
     watched_data_files,
+    with_index_base,
 )
 
 __all__ = ["DEFAULT_NAMES", "FIELDS", "MAX_LINE_BYTES", "iter_jsonl_records"]
@@ -54,7 +55,7 @@ def iter_jsonl_records(spec: SourceSpec, images: ImageStore) -> Iterator[Record]
         raise ImportSourceError(f"jsonl: {path} is not a file")
     mapping = RowMapping(spec.options, "jsonl")  # raises before iteration starts
     root = image_folder(mapping, path.parent)
-    return _iter_lines(spec.text, path, mapping, root, images)
+    return with_index_base(lambda m: _iter_lines(spec.text, path, m, root, images), mapping)
 
 
 def _physical_lines(f, limit: int) -> Iterator[bytes | None]:

@@ -50,6 +50,7 @@ from pipelines.ingest.importers.rows import (
     image_folder,
     row_record,
     unused_field_entries,
+    with_index_base,
 )
 
 
@@ -182,7 +183,9 @@ def iter_python_records(spec: SourceSpec, images: ImageStore) -> Iterator[Record
     mapping = RowMapping(spec.options, "python", passthrough=True)
     root = image_folder(mapping, Path.cwd())
     _, function_name = split_target(spec.location)
-    return _iter_rows(spec.text, function_name, function, function_arguments(spec.options), mapping, root, images)
+    return with_index_base(
+        lambda m: _iter_rows(spec.text, function_name, function, function_arguments(spec.options), m, root, images),
+        mapping)
 
 
 def _iter_rows(source, name, function, arguments, mapping, root, images) -> Iterator[Record]:

@@ -23,8 +23,9 @@ build fail: a misspelt field name never silently empties a column.
 
 Settings, beside the fields:
 
-- ``answer_format`` (``auto`` | ``letter`` | ``index`` | ``text``): how answers are written
-  (see ``answers.py``; ``letter`` also reads ``D. because ...``);
+- ``answer_format`` (``auto`` | ``letter`` | ``index`` | ``index1`` | ``text``): how answers are
+  written (see ``answers.py``; ``letter`` also reads ``D. because ...``); indices count from 0
+  unless the source's answers prove they count from 1 (``with_index_base``), or ``index1`` says so;
 - ``options_in_text=1``: the options are written in the question text (``A. ...``,
   ``(A) ...``, full-width ``Ａ．``); the text keeps the stem only (see ``text_options.py``);
   ``options_in_text=FIELD``: they are written, labelled, in the text of FIELD (We-Math's
@@ -34,7 +35,8 @@ Settings, beside the fields:
   and so does every export;
 - ``image_root=DIR``: image paths resolve against DIR (relative to the data file's folder;
   for ``python:`` to the current folder) and may not leave it; by default the data file's
-  folder (the current folder for ``python:``);
+  folder (the current folder for ``python:``); ``image_prefix=FOLDER``: paths that start with
+  FOLDER (an absolute folder of the machine the corpus was made on) lose it first;
 - ``subjects=NAME:SUBJECT,...``: this source's subject names, matched whole or as a word of
   the value (``subject=_file&subjects=Biology:science`` reads ``2010-2023_Biology_MCQs``);
 - ``image_options=labelled:N`` | ``ordered:N`` | ``none``: how a question with several
@@ -48,7 +50,9 @@ Options are a list of texts (numbers are turned into text), or an object keyed b
 (``{"A": "...", "B": "..."}``, whose keys then name the options for letter answers), or columns
 (``{"text": [...], "label": [...]}``, how ``datasets`` stores a sequence of records), or one
 text of labelled options (read as ``options_in_text=FIELD`` reads it), or a
-list of image paths under ``choice_images``. Two options identical but for white space, or an
+list of image paths under ``choice_images``. Texts written in HTML (the question, the options,
+the answer) are read as a browser shows them (``html_dom.markup_text``), unless ``html=0`` keeps
+every text as written (a corpus about HTML whose texts quote tags). Two options identical but for white space, or an
 option holding another option's label (``; C. ...``, see ``text_options.py``), quarantine the
 question (``identical options``, ``an option holds another option's label``). An image is a path (a list of one path is that
 path; a path without a suffix such as ``Math/1`` finds ``Math/1.png`` or ``Math/1.jpg`` when
@@ -70,11 +74,11 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from pipelines.store.images import ImageStore
 from pipelines.store.records import SUBJECTS, QuarantineEntry, RawQuestion, Record
-from pipelines.ingest.importers.answers import ANSWER_FORMATS, parse_answer
+from pipelines.ingest.importers.answers import ANSWER_FORMATS, IndexAnswers, parse_answer
 from pipelines.ingest.importers.common import (
     PLACEHOLDER_HASH,
     STAGE,
@@ -89,7 +93,8 @@ from pipelines.ingest.importers.common import (
     normalize_subject,
     one_line,
 )
-from pipelines.ingest.importers.paths import image_in_text, read_image_file, resolve_image_file
+from pipelines.ingest.html_dom import PictureInMarkup, markup_text
+from pipelines.ingest.importers.paths import UnsafePath, image_in_text, read_image_file, resolve_image_file
 from pipelines.ingest.importers.figure_options import parse_figure_options
 from pipelines.ingest.importers.picture_options import join_pictures, parse_image_options
 from pipelines.ingest.importers.text_options import (
@@ -114,7 +119,8 @@ DEFAULT_NAMES: dict[str, tuple[str, ...]] = {
     "id": ("id", "qid"),
 }
 FIELDS = tuple(DEFAULT_NAMES)
-SETTINGS = ("answer_format", "options_in_text", "image_root", "subjects", "image_options", "max_options", "figure_options")
+SETTINGS = ("answer_format", "options_in_text", "image_root", "subjects", "image_options", "max_options", "figure_options",
+            "html", "image_prefix")
 PSEUDO_FIELDS = ("_file", "_key")
 MAPPED_FIELD_UNUSED = "mapped field in no record"
 MAX_OPTIONS = 5  # the STEM release: 2 to 5 options per question
@@ -153,7 +159,12 @@ class RowMapping:
         self.options_in_text = flag not in ("0", "")  # options read from a text: the question's, or a field's
         self.options_field = flag if self.options_in_text and flag != "1" else None
         self.max_options = _max_options(options.get("max_options"), kind)
+        html = options.get("html", "1")
+        if html not in ("0", "1"):
+            raise ImportSourceError(f"html={html!r} in {kind} mapping: expected 1 (texts in HTML read as shown, the default) or 0")
+        self.html = html == "1"
         self.image_root = options.get("image_root") or None
+        self.image_prefix = options.get("image_prefix") or None
         self.subject_names = _subject_table(options.get("subjects", ""), kind)
         self.image_options = parse_image_options(options.get("image_options"), kind)
         self.figure_options = parse_figure_options(options.get("figure_options"), kind)
@@ -189,6 +200,8 @@ class RowMapping:
             if self.options_field:
                 self.mapped["choices"] = self.options_field
         self._seen: set[str] = set()
+        self.index_base = 0  # where numbers read as indices count from (``with_index_base``)
+        self.indices = IndexAnswers()
 
     def observe(self, row: dict[str, Any], meta: Mapping[str, Any]) -> None:
         """Note which mapped fields this row has (see ``unused_fields``)."""
@@ -221,15 +234,23 @@ class RowMapping:
     def _field_values(self, row: dict[str, Any], ours: str, meta: Mapping[str, Any]) -> dict[str, Any]:
         """The values of ``ours=[F1,F2,...]`` keyed by position letters (the k-th field is the
         k-th letter, whatever its name: ``option1`` is A); an empty or absent field is no value,
-        and the others keep their letters (MMBench leaves C and D empty for two options)."""
+        and the others keep their letters (MMBench leaves C and D empty for two options). For
+        ``choices`` a field holding a list gives its items, in order, as the next options
+        (OpenTDB's ``[correct_answer,incorrect_answers]``)."""
         found = {}
-        for k, name in enumerate(self.field_lists[ours]):
+        k = 0  # the next value's place
+        for name in self.field_lists[ours]:
             value = _lookup(row, name, meta)
-            if value is _MISSING or value is None or (isinstance(value, str) and not value.strip()):
-                continue
-            if isinstance(value, float) and value != value:  # NaN: pandas' empty cell
-                continue
-            found[chr(ord("A") + k)] = value
+            values = value if isinstance(value, list) and ours == "choices" else [value]
+            for item in values:
+                k += 1
+                if item is _MISSING or item is None or (isinstance(item, str) and not item.strip()):
+                    continue
+                if isinstance(item, float) and item != item:  # NaN: pandas' empty cell
+                    continue
+                if k > 26:
+                    raise RecordProblem("more options than letters", f"{ours}={self.mapped[ours]}")
+                found[chr(ord("A") + k - 1)] = item
         return found
 
     def subject(self, raw: Any) -> str:
@@ -336,6 +357,20 @@ def image_folder(mapping: RowMapping, data_folder: Path) -> Path:
 
 def quarantine(source: str, key: str, exc: RecordProblem) -> QuarantineEntry:
     return QuarantineEntry(source, key, STAGE, exc.reason, exc.detail)
+
+
+def with_index_base(read: Callable[[RowMapping], Iterator[Record]], mapping: RowMapping) -> Iterator[Record]:
+    """The records ``read(mapping)`` yields, read once more with indices counted from 1 when
+    the first reading proves the source's index answers 1-based (``IndexAnswers.one_based``:
+    none is 0 and one names the option after the last, which no 0-based index can): answers
+    ``1`` … ``n`` of such a source would otherwise name the next option, and its last options'
+    questions be quarantined as out of range. Formats that say the base (``index1``, or no
+    index at all) are read once."""
+    records = list(read(mapping))
+    if mapping.answer_format in ("auto", "index") and mapping.indices.one_based():
+        mapping.index_base = 1
+        records = list(read(mapping))
+    yield from records
 
 
 def unused_field_entries(source: str, key: str, mapping: RowMapping) -> Iterator[QuarantineEntry]:
@@ -457,7 +492,7 @@ def _pictures(value: Any) -> list[Any]:
     return [value]
 
 
-def _image_bytes(root: Path, value: Any, what: str) -> bytes:
+def _image_bytes(root: Path, value: Any, what: str, prefix: str | None = None) -> bytes:
     if isinstance(value, dict) and "bytes" in value:  # Hugging Face Image feature: {bytes, path}
         value = value["bytes"]
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -467,7 +502,34 @@ def _image_bytes(root: Path, value: Any, what: str) -> bytes:
     written = image_in_text(value)
     if written is not None:
         return written
-    return read_image_file(resolve_image_file(root, value), value)
+    shown = value
+    if prefix is not None and value.startswith(prefix):  # a folder of the machine the corpus was made on
+        value = value[len(prefix):].lstrip("/\\") or value
+    try:
+        return read_image_file(resolve_image_file(root, value), shown)
+    except UnsafePath as exc:
+        if prefix is None and Path(value).is_absolute():
+            raise UnsafePath(exc.reason, f"{exc.detail}; an absolute path: image_prefix=FOLDER reads the paths "
+                                         "that start with FOLDER from the image folder") from None
+        raise
+
+
+def _as_shown(value: Any, what: str, mapping: RowMapping) -> Any:
+    """``value`` (a text, or a list or object of texts) with every text written in HTML read as
+    a reader sees it (``markup_text``: tags, character references), unless the mapping says
+    ``html=0``; a picture inside such a text cannot be kept in it and quarantines the record."""
+    if not mapping.html:
+        return value
+    if isinstance(value, str):
+        try:
+            return markup_text(value)
+        except PictureInMarkup as exc:
+            raise RecordProblem("picture inside the text's HTML", f"{what}: {one_line(str(exc), 120)}") from None
+    if isinstance(value, list):
+        return [_as_shown(item, what, mapping) for item in value]
+    if isinstance(value, dict):
+        return {key: _as_shown(item, what, mapping) for key, item in value.items()}
+    return value
 
 
 def _strip_placeholders(text: str) -> str:
@@ -486,7 +548,7 @@ def row_question(
     problem = mapping.get(row, "problem", meta)
     if problem is not None and not isinstance(problem, str):
         raise RecordProblem("question text is not text", type(problem).__name__)
-    problem = problem or ""
+    problem = _as_shown(problem or "", "the question text", mapping)
     labels = None
     if mapping.options_in_text and mapping.options_field is None:
         parsed = read_options(problem)
@@ -496,7 +558,7 @@ def row_question(
                 raise RecordProblem(HELD_LABEL, one_line(parsed.held_label, 160))
             problem, texts = parsed.stem, parsed.options
     else:
-        texts, labels = _options(mapping.get(row, "choices", meta))
+        texts, labels = _options(_as_shown(mapping.get(row, "choices", meta), "the options", mapping))
     image_paths = mapping.get(row, "choice_images", meta)
     if image_paths in ([], "", {}):
         image_paths = None
@@ -533,7 +595,8 @@ def row_question(
     if texts is not None:
         texts = [_strip_placeholders(text) for text in texts]
     num_options = len(texts) if texts is not None else len(image_paths)
-    answer = parse_answer(mapping.get(row, "answer", meta), texts, num_options, labels, mapping.answer_format)
+    answer = parse_answer(_as_shown(mapping.get(row, "answer", meta), "the answer", mapping), texts, num_options, labels,
+                          mapping.answer_format, mapping.index_base, mapping.indices)
     subject = mapping.subject(mapping.get(row, "subject", meta))
     split_raw = mapping.get(row, "split", meta)
     extra: dict[str, Any] = {}
@@ -559,11 +622,12 @@ def row_question(
         extra=extra,
     )
     if joined:
-        problem_bytes = join_pictures([_image_bytes(images_root, p, f"picture {i}") for i, p in enumerate(joined)])
+        problem_bytes = join_pictures([_image_bytes(images_root, p, f"picture {i}", mapping.image_prefix)
+                                       for i, p in enumerate(joined)])
     else:
-        problem_bytes = _image_bytes(images_root, image, "image") if image is not None else None
+        problem_bytes = _image_bytes(images_root, image, "image", mapping.image_prefix) if image is not None else None
     choice_bytes = (
-        [_image_bytes(images_root, p, f"image of option {i}") for i, p in enumerate(image_paths)]
+        [_image_bytes(images_root, p, f"image of option {i}", mapping.image_prefix) for i, p in enumerate(image_paths)]
         if image_paths is not None
         else None
     )

@@ -69,6 +69,8 @@ _ABBREVIATION_BEFORE = re.compile(r"(?:^|[^A-Za-z])[A-Z]\.\Z")  # the "S." of U.
 # a picture named in a text by its number: MMMU's <image 1>, <image1>, <img 1>; CMMMU's <图片 1>
 PLACEHOLDER = r"<(?:image|img|图片)[ _]?(\d+)>"
 _PLACEHOLDER = re.compile(r"[ \t]*" + PLACEHOLDER, re.IGNORECASE)
+# LLaVA's conversations: "<image>\nWhich shape is shown?", the picture named by no number
+_UNNUMBERED_PLACEHOLDER = re.compile(r"[ \t]*<image>[ \t]*(?:\r?\n)?", re.IGNORECASE)
 ONLY_PLACEHOLDER = re.compile(rf"^\s*{PLACEHOLDER}\s*$", re.IGNORECASE)  # an option that is a picture
 
 
@@ -450,8 +452,10 @@ def held_label(option: str, own: int) -> str | None:
 
 
 def strip_placeholders(text: str) -> tuple[str, list[int]]:
-    """``text`` without ``<image1>`` / ``<image 1>`` placeholders, and the image numbers they named."""
+    """``text`` without ``<image1>`` / ``<image 1>`` placeholders, nor LLaVA's unnumbered
+    ``<image>`` (with the line break after it), and the image numbers they named."""
     numbers = [int(n) for n in _PLACEHOLDER.findall(text)]
-    if not numbers:
+    stripped = _UNNUMBERED_PLACEHOLDER.sub("", text)
+    if not numbers and stripped == text:
         return text, []
-    return _PLACEHOLDER.sub("", text).strip(), numbers
+    return _PLACEHOLDER.sub("", stripped).strip(), numbers

@@ -1,0 +1,242 @@
+"""What quiz sites' exports and scraped corpora write, read as a reader reads it: texts in HTML
+(``x<sup>2</sup>``, ``&quot;gold&quot;``), the key in a field apart from a list of distractors
+(OpenTDB's ``correct_answer`` / ``incorrect_answers``), and index answers counted from 1."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.ingest.html_dom import PictureInMarkup, build_dom, markup_text, node_text
+from pipelines.ingest.importers import ImportSourceError, iter_import_records
+from pipelines.ingest.importers.answers import AnswerError, IndexAnswers, parse_answer
+from pipelines.ingest.spec import parse_source_spec
+from pipelines.store.images import ImageStore
+from pipelines.store.records import QuarantineEntry, RawQuestion
+from support.images import real_png
+
+
+@pytest.fixture
+def store(tmp_path):
+    return ImageStore(tmp_path / "images")
+
+
+def read(spec: str, store: ImageStore):
+    records = list(iter_import_records(parse_source_spec(spec), store))
+    questions = {r.source_key: r for r in records if isinstance(r, RawQuestion)}
+    quarantined = {r.source_key: (r.reason, r.detail) for r in records if isinstance(r, QuarantineEntry)}
+    assert len(questions) + len(quarantined) == len(records), "a record read twice"
+    return questions, quarantined
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    for i, name in enumerate(sorted({row["image"] for row in rows if "image" in row})):
+        (path.parent / name).write_bytes(real_png(i + 1))
+    return path
+
+
+# ---------------------------------------------------------------- texts written in HTML
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("If x<sup>2</sup> = 9 and x &gt; 0, what is x?<br>Look at the figure.",
+     "If x² = 9 and x > 0, what is x?\nLook at the figure."),
+    ("H<sub>2</sub>O and CO<sub>3</sub><sup>2-</sup>", "H₂O and CO₃²⁻"),
+    ("e<sup>2x</sup>, a<sub>ij</sub>, 10<sup>-3</sup>", "e^(2x), a_(ij), 10⁻³"),
+    ("<p>A ball is thrown.</p><p>How <b>high</b> does it go?</p>", "A ball is thrown.\nHow high does it go?"),
+    ("<div><p>first</p></div><div>second</div>", "first\nsecond"),
+    ("<ul><li>x = 1</li><li>y = 2</li></ul>Which is larger?", "x = 1\ny = 2\nWhich is larger?"),
+    ("Which of these is the chemical symbol for &quot;gold&quot;? It&#039;s &#x3c0;-free.",
+     "Which of these is the chemical symbol for \"gold\"? It's π-free."),
+    ("Tom &amp; Jerry", "Tom & Jerry"),
+])
+def test_a_text_in_html_reads_as_a_browser_shows_it(text, shown):
+    assert markup_text(text) == shown
+
+
+@pytest.mark.parametrize("text", [
+    "If a<b>c, which is largest?",  # a lone <b> is maths, not bold
+    "Compare <image 1> and <image 2>.",  # placeholders
+    "Look at <img1> and <img2>.",
+    "The molecule <smiles>CCO</smiles> is ethanol.",  # chemists' markup
+    "R&D spent 5 & 6 units; &amp without its semicolon stays",
+    "x < 3 and y > 2",
+    "$a &b$ in TeX",
+])
+def test_a_text_that_is_not_html_stays_as_written(text):
+    assert markup_text(text) == text
+
+
+def test_a_picture_inside_a_text_in_html_is_not_dropped_silently(tmp_path, store):
+    with pytest.raises(PictureInMarkup):
+        markup_text('<p>Simplify <img src="f1.png"> and choose.</p>')
+    path = write_jsonl(tmp_path / "q.jsonl", [
+        {"question": '<p>Simplify <img src="f1.png"/> and choose.</p>', "options": ["1", "2"], "answer": 0,
+         "image": "a.png", "subject": "math", "skill": "s"}])
+    questions, quarantined = read(f"jsonl:{path}", store)
+    assert not questions
+    assert quarantined == {"q.jsonl#0": ("picture inside the text's HTML", 'the question text: <img src="f1.png"/>')}
+
+
+def test_html_0_keeps_every_text_as_written_and_markup_never_reaches_a_text_live(tmp_path, store):
+    script = "<script>alert(1)</script><img src=x onerror=alert(2)> Which is it?"
+    path = write_jsonl(tmp_path / "h.jsonl", [
+        {"question": script, "options": ["<b onmouseover=alert(3)>yes</b>", "no"], "answer": 0, "image": "a.png",
+         "subject": "math", "skill": "s"},
+        {"question": "What does <b>hi</b> show?", "options": ["hi in bold", "hi"], "answer": 0, "image": "a.png",
+         "subject": "math", "skill": "s"}])
+    questions, _ = read(f"jsonl:{path}", store)
+    hostile, quoted = questions.values()
+    # no formatting element ends in the question: not HTML, kept; the option's handler is gone
+    assert (hostile.problem, hostile.choices) == (script, ("yes", "no"))
+    assert quoted.problem == "What does hi show?"
+    questions, _ = read(f"jsonl:{path}?html=0", store)
+    hostile, quoted = questions.values()
+    assert hostile.choices == ("<b onmouseover=alert(3)>yes</b>", "no") and quoted.problem == "What does <b>hi</b> show?"
+    with pytest.raises(ImportSourceError, match="html='2'"):
+        read(f"jsonl:{path}?html=2", store)
+
+
+def test_crawled_pages_show_sup_and_sub_raised_and_lowered():
+    dom, _ = build_dom("<html><body><p class=q>Solve x<sup>2</sup> = 4 for H<sub>2</sub>O's "
+                       "<sup>n+1</sup>th term</p></body></html>")
+    assert node_text(dom.css_first("p.q")) == "Solve x² = 4 for H₂O's ⁿ⁺¹th term"
+
+
+def test_a_quiz_export_in_html_with_the_key_apart_from_its_distractors(tmp_path, store):
+    """OpenTDB's API: HTML character references in every text, the key in ``correct_answer``
+    and the distractors a list in ``incorrect_answers``."""
+    path = write_jsonl(tmp_path / "trivia.jsonl", [
+        {"question": "Which of these is the chemical symbol for &quot;gold&quot;?", "correct_answer": "Au",
+         "incorrect_answers": ["Ag", "Gd", "G&amp;O"], "image": "gold.png"},
+        {"question": "What is x if x<sup>2</sup> = 9 and x &gt; 0?", "correct_answer": "3",
+         "incorrect_answers": ["1", "9"], "image": "square.png"},
+        {"question": "Is it true?", "correct_answer": "True", "incorrect_answers": "False", "image": "gold.png"},
+    ])
+    spec = (f"jsonl:{path}?choices=[correct_answer,incorrect_answers]&answer=correct_answer&answer_format=text"
+            "&subject='science'&skill='trivia'")
+    questions, quarantined = read(spec, store)
+    assert not quarantined
+    gold, square, true = questions.values()
+    assert (gold.problem, gold.choices, gold.answer_idx) == (
+        'Which of these is the chemical symbol for "gold"?', ("Au", "Ag", "Gd", "G&O"), 0)
+    assert (square.problem, square.choices, square.answer_idx) == ("What is x if x² = 9 and x > 0?", ("3", "1", "9"), 0)
+    assert (true.choices, true.answer_idx) == (("True", "False"), 0)  # one distractor, not a list
+
+
+def test_listed_fields_keep_their_letters_around_a_list(tmp_path, store):
+    """An absent field keeps its letter (MMBench); a list gives its items the next letters."""
+    path = write_jsonl(tmp_path / "mixed.jsonl", [
+        {"question": "Q?", "first": "p", "rest": ["q", "r"], "last": "s", "answer": "D", "image": "a.png"},
+        {"question": "Q2?", "first": "p", "rest": [], "last": "s", "answer": "B", "image": "a.png"},
+    ])
+    questions, quarantined = read(f"jsonl:{path}?choices=[first,rest,last]&subject='math'&skill='s'", store)
+    assert not quarantined
+    listed, empty = questions.values()
+    assert (listed.choices, listed.answer_idx) == (("p", "q", "r", "s"), 3)
+    assert (empty.choices, empty.answer_idx) == (("p", "s"), 1)  # the empty list held no letter: s is B
+
+
+# ---------------------------------------------------------------- index answers counted from 1
+
+
+ONE_BASED = [
+    {"question": "Which shape is shown?", "options": ["Triangle", "Square", "Circle", "Hexagon"], "answer": 1},
+    {"question": "How many sides?", "options": ["3", "4", "5", "6"], "answer": 2},
+    {"question": "How long is the red segment?", "options": ["1 cm", "2 cm", "3 cm", "4 cm"], "answer": 4},
+    {"question": "Which angle is largest?", "options": ["a", "b", "c"], "answer": 3},
+]
+
+
+def test_index_answers_that_only_a_count_from_1_reads_are_read_so(tmp_path, store):
+    rows = [{**row, "image": "a.png", "subject": "math", "skill": "s"} for row in ONE_BASED]
+    questions, quarantined = read(f"jsonl:{write_jsonl(tmp_path / 'one.jsonl', rows)}", store)
+    assert not quarantined
+    assert [q.choices[q.answer_idx] for q in questions.values()] == ["Triangle", "4", "4 cm", "c"]
+    # the same source with one answer 0 is 0-based: the answer past the last option is out of range
+    rows[0]["answer"] = 0
+    questions, quarantined = read(f"jsonl:{write_jsonl(tmp_path / 'zero.jsonl', rows)}", store)
+    assert [q.answer_idx for q in questions.values()] == [0, 2]
+    assert set(quarantined.values()) == {("answer out of range", "4 for 4 options"), ("answer out of range", "3 for 3 options")}
+    # index1 says so where no answer names the option after the last
+    rows = [{**row, "answer": 2 if i else 1} for i, row in enumerate(rows)]
+    questions, quarantined = read(f"jsonl:{write_jsonl(tmp_path / 'said.jsonl', rows)}?answer_format=index1", store)
+    assert not quarantined and [q.answer_idx for q in questions.values()] == [0, 1, 1, 1]
+    questions, _ = read(f"jsonl:{tmp_path / 'said.jsonl'}", store)  # nothing proves 1: 0-based
+    assert [q.answer_idx for q in questions.values()] == [1, 2, 2, 2]
+
+
+def test_every_row_importer_reads_a_source_counted_from_1(tmp_path, store):
+    (tmp_path / "a.png").write_bytes(real_png(1))
+    rows = [{**row, "image": "a.png"} for row in ONE_BASED]
+    expected = ["Triangle", "4", "4 cm", "c"]
+    tail = "subject='math'&skill='s'"
+    (tmp_path / "one.json").write_text(json.dumps({"items": rows}))
+    questions, quarantined = read(f"json:{tmp_path / 'one.json'}?records=items&{tail}", store)
+    assert not quarantined and [q.choices[q.answer_idx] for q in questions.values()] == expected
+    with open(tmp_path / "one.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, ["question", "options", "answer", "image"])
+        writer.writeheader()
+        writer.writerows({**row, "options": json.dumps(row["options"])} for row in rows)
+    questions, quarantined = read(f"csv:{tmp_path / 'one.csv'}?{tail}", store)
+    assert not quarantined and [q.choices[q.answer_idx] for q in questions.values()] == expected
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    table = pa.table({"question": [r["question"] for r in rows], "choices": [r["options"] for r in rows],
+                      "answer": [r["answer"] for r in rows],
+                      "image": [{"bytes": real_png(1), "path": None}] * len(rows),
+                      "subject": ["math"] * len(rows), "skill": ["s"] * len(rows)})
+    pq.write_table(table, folder / "test-00000-of-00001.parquet")
+    questions, quarantined = read(f"hf:{folder}", store)
+    assert not quarantined and [q.choices[q.answer_idx] for q in questions.values()] == expected
+
+
+def test_the_base_of_index_answers():
+    assert not IndexAnswers().one_based()
+    seen = IndexAnswers()
+    with pytest.raises(AnswerError, match="answer out of range"):
+        parse_answer(3, ["a", "b", "c"], 3, indices=seen)
+    assert seen.one_based()
+    assert parse_answer(3, ["a", "b", "c"], 3, index_base=1) == 2
+    assert parse_answer("3", ["a", "b", "c"], 3, answer_format="index1") == 2
+    with pytest.raises(AnswerError, match=r"not a valid index \(1-based\)"):
+        parse_answer("x", ["a", "b", "c"], 3, answer_format="index1")
+    parse_answer(0, ["a", "b"], 2, indices=seen)
+    assert not seen.one_based()  # a 0 proves 0-based
+    letters = IndexAnswers()
+    parse_answer("B", ["a", "b"], 2, indices=letters)
+    assert (letters.zero, letters.past_last) == (0, 0)  # letters say nothing of a base
+
+
+# ---------------------------------------------------------------- LLaVA's conversations and paths
+
+
+def test_llava_conversations_lose_their_unnumbered_image_placeholder(tmp_path, store):
+    (tmp_path / "a.png").write_bytes(real_png(1))
+    rows = [{"id": "l1", "image": "/home/ann/llava/images/a.png", "conversations": [
+        {"from": "human", "value": "<image>\nWhich shape is shown?\nA. Triangle\nB. Square\nC. Circle"},
+        {"from": "gpt", "value": "B"}]}]
+    (tmp_path / "llava.json").write_text(json.dumps(rows))
+    spec = (f"json:{tmp_path / 'llava.json'}?problem=conversations[0].value&answer=conversations[1].value"
+            "&options_in_text=1&subject='math'&skill='s'")
+    questions, quarantined = read(spec, store)
+    # the picture's path is a folder of the machine the corpus was made on
+    assert not questions
+    [(reason, detail)] = quarantined.values()
+    assert reason == "image path escapes the folder" and "image_prefix=FOLDER" in detail
+    questions, quarantined = read(f"{spec}&image_prefix=/home/ann/llava/images", store)
+    assert not quarantined
+    [question] = questions.values()
+    assert (question.problem, question.choices, question.answer_idx) == (
+        "Which shape is shown?", ("Triangle", "Square", "Circle"), 1)
+    assert question.problem_image is not None
+
+
+def test_placeholders_stay_text_inside_a_text_in_html():
+    assert markup_text("<p>Compare <image 1> and <img2>.</p><p><image>Which?</p>") == "Compare <image 1> and <img2>.\n<image>Which?"
