@@ -240,3 +240,40 @@ def test_llava_conversations_lose_their_unnumbered_image_placeholder(tmp_path, s
 
 def test_placeholders_stay_text_inside_a_text_in_html():
     assert markup_text("<p>Compare <image 1> and <img2>.</p><p><image>Which?</p>") == "Compare <image 1> and <img2>.\n<image>Which?"
+
+
+# ---------------------------------------------------------------- empty slots and encodings
+
+
+def test_empty_slots_after_the_last_option_are_no_options(tmp_path, store):
+    lines = [
+        '{"question": "Which shape?", "options": ["Triangle", "Square", null, null], "answer": "B"}',
+        '{"question": "Which value?", "options": ["1", "2", "3", NaN], "answer": "C"}',  # pandas' to_json(NaN)
+        '{"question": "Which one?", "options": ["x", "y", "  "], "answer": 1}',
+        '{"question": "Which label?", "options": {"A": "p", "B": "q", "C": null}, "answer": "B"}',
+        '{"question": "Which side?", "options": ["left", "", "right"], "answer": "C"}',
+        '{"question": "Which none?", "options": [null, null], "answer": "A"}',
+    ]
+    (tmp_path / "a.png").write_bytes(real_png(1))
+    (tmp_path / "slots.jsonl").write_text("\n".join(line[:-1] + ', "image": "a.png"}' for line in lines) + "\n")
+    questions, quarantined = read(f"jsonl:{tmp_path / 'slots.jsonl'}?subject='math'&skill='s'", store)
+    assert [(q.choices, q.answer_idx) for q in questions.values()] == [
+        (("Triangle", "Square"), 1), (("1", "2", "3"), 2), (("x", "y"), 1), (("p", "q"), 1)]
+    assert quarantined == {"slots.jsonl#4": ("an option is empty", "option 1 of 3 is ''"),
+                           "slots.jsonl#5": ("not multiple choice: no options", None)}
+
+
+def test_a_csv_in_another_encoding_says_how_to_read_it(tmp_path, store):
+    (tmp_path / "a.png").write_bytes(real_png(1))
+    text = "question,A,B,C,answer,image\nWhich angle is 90°?,30°,90°,180°,B,a.png\nQuelle forme est carrée?,carré,cercle,triangle,A,a.png\n"
+    (tmp_path / "excel.csv").write_bytes(text.encode("cp1252"))
+    spec = f"csv:{tmp_path / 'excel.csv'}?choices=[A,B,C]&subject='math'&skill='s'"
+    questions, quarantined = read(spec, store)
+    assert not questions and quarantined["excel.csv#0"][0] == "file is not UTF-8"
+    assert quarantined["excel.csv#0"][1].endswith("encoding=NAME reads another encoding (Excel writes cp1252)")
+    questions, quarantined = read(f"{spec}&encoding=cp1252", store)
+    assert not quarantined
+    assert [(q.problem, q.choices[q.answer_idx]) for q in questions.values()] == [
+        ("Which angle is 90°?", "90°"), ("Quelle forme est carrée?", "carré")]
+    with pytest.raises(ImportSourceError, match="encoding='klingon'"):
+        read(f"{spec}&encoding=klingon", store)

@@ -16,14 +16,17 @@ holds another row's id (64 characters at most) shows that row's picture (``_Shar
 The mapping, its settings and how a row becomes a question are those of ``rows.py`` (shared with
 ``jsonl:`` and ``json:``).
 
-A file whose header names a column twice, that is not UTF-8, or that the ``csv`` module cannot
-parse from some row on, is quarantined from there with the line number; a row with more cells
-than the header has columns is quarantined alone.
+Files are UTF-8 unless ``encoding=NAME`` says otherwise (``encoding=cp1252`` for what Excel
+writes). A file whose header names a column twice, that is not in its encoding, or that the
+``csv`` module cannot parse from some row on, is quarantined from there with the line number; a
+row with more cells than the header has columns is quarantined alone.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
+import io
 from pathlib import Path
 from typing import Iterator
 
@@ -31,7 +34,7 @@ from pipelines.store.images import ImageRejected, ImageStore
 from pipelines.store.records import QuarantineEntry, Record
 from pipelines.ingest.sources import register_source
 from pipelines.ingest.spec import SourceSpec
-from pipelines.ingest.importers.common import STAGE, one_line
+from pipelines.ingest.importers.common import STAGE, ImportSourceError, one_line
 from pipelines.ingest.importers.paths import MAX_IMAGE_TEXT_CHARS, find_data_files, image_in_text
 from pipelines.ingest.importers.rows import (
     RowMapping,
@@ -53,10 +56,11 @@ def _reader(kind: str):
 
     def iter_records(spec: SourceSpec, images: ImageStore) -> Iterator[Record]:
         files = find_data_files(kind, spec.location)
-        mapping = RowMapping(spec.options, kind)  # raises before iteration starts
+        mapping = RowMapping(spec.options, kind, extra_settings=("encoding",))  # raises before iteration starts
+        encoding = text_encoding(spec.options.get("encoding"), kind)
         roots = {folder: image_folder(mapping, folder) for folder in {f.parent for f in files}}
         return with_index_base(
-            lambda m: _iter_files(spec.text, kind, Path(spec.location).name, files, m, roots, images), mapping)
+            lambda m: _iter_files(spec.text, kind, Path(spec.location).name, files, m, roots, images, encoding), mapping)
 
     iter_records.__name__ = iter_records.__qualname__ = f"iter_{kind}_records"
     return register_source(kind, usage=f"{kind}:PATH", query=True, watch=watch)(iter_records)
@@ -66,14 +70,25 @@ iter_csv_records = _reader("csv")
 iter_tsv_records = _reader("tsv")
 
 
+def text_encoding(name: str | None, kind: str) -> str:
+    """The ``encoding=NAME`` setting as a codec name (UTF-8 when not given)."""
+    if not name:
+        return "utf-8"
+    try:
+        return codecs.lookup(name).name
+    except LookupError:
+        raise ImportSourceError(f"encoding={name!r} in {kind} mapping is not a text encoding Python knows (utf-8, cp1252, gbk, ...)") from None
+
+
 def _iter_files(source: str, kind: str, source_name: str, files: list[Path], mapping: RowMapping,
-                roots: dict[Path, Path], images: ImageStore) -> Iterator[Record]:
+                roots: dict[Path, Path], images: ImageStore, encoding: str = "utf-8") -> Iterator[Record]:
     for path in files:
-        yield from _iter_file(source, kind, path, mapping, roots[path.parent], images)
+        yield from _iter_file(source, kind, path, mapping, roots[path.parent], images, encoding)
     yield from unused_field_entries(source, source_name, mapping)
 
 
-def _iter_file(source: str, kind: str, path: Path, mapping: RowMapping, root: Path, images: ImageStore) -> Iterator[Record]:
+def _iter_file(source: str, kind: str, path: Path, mapping: RowMapping, root: Path, images: ImageStore,
+               encoding: str = "utf-8") -> Iterator[Record]:
     meta = {"_file": path.stem}
     try:
         f = open(path, "rb")
@@ -82,14 +97,14 @@ def _iter_file(source: str, kind: str, path: Path, mapping: RowMapping, root: Pa
         return
     shared, pending = _SharedPictures(mapping, images), []
     with f:
-        yield from _iter_rows(source, kind, path, f, mapping, meta, root, images, shared, pending)
+        yield from _iter_rows(source, kind, path, f, mapping, meta, root, images, shared, pending, encoding)
     for key, row in pending:
         yield row_record(source, key, shared.take(row, meta, last=True), mapping, meta, root, images)
 
 
 def _iter_rows(source: str, kind: str, path: Path, f, mapping: RowMapping, meta: dict, root: Path, images: ImageStore,
-               shared: "_SharedPictures", pending: list) -> Iterator[Record]:
-    rows = csv.reader(_text_lines(f), delimiter=DELIMITERS[kind])
+               shared: "_SharedPictures", pending: list, encoding: str = "utf-8") -> Iterator[Record]:
+    rows = csv.reader(_text_lines(f, encoding), delimiter=DELIMITERS[kind])
     position, header = -1, None
     while True:
         try:
@@ -97,8 +112,12 @@ def _iter_rows(source: str, kind: str, path: Path, f, mapping: RowMapping, meta:
         except StopIteration:
             return
         except UnicodeDecodeError as exc:
-            yield QuarantineEntry(source, f"{path.name}#{position + 1}", STAGE, "file is not UTF-8",
-                                  f"from line {rows.line_num + 1}: {one_line(exc, 120)}")
+            if encoding == "utf-8":
+                reason, hint = "file is not UTF-8", "; encoding=NAME reads another encoding (Excel writes cp1252)"
+            else:
+                reason, hint = f"file is not {encoding}", ""
+            yield QuarantineEntry(source, f"{path.name}#{position + 1}", STAGE, reason,
+                                  f"from line {rows.line_num + 1}: {one_line(exc, 120)}{hint}")
             return
         except csv.Error as exc:
             yield QuarantineEntry(source, f"{path.name}#{position + 1}", STAGE, f"malformed {kind.upper()}",
@@ -187,8 +206,11 @@ def _next_row(rows) -> list[str]:
         csv.field_size_limit(limit)
 
 
-def _text_lines(f) -> Iterator[str]:
-    """The file's lines as text, decoded one at a time: a line that is not UTF-8 stops the
-    file there, after the rows before it."""
+def _text_lines(f, encoding: str = "utf-8") -> Iterator[str]:
+    """The file's lines as text, decoded one at a time: a line that is not in ``encoding`` stops
+    the file there, after the rows before it."""
+    if encoding != "utf-8":
+        yield from io.TextIOWrapper(f, encoding=encoding, newline="")
+        return
     for number, raw in enumerate(f):
         yield raw.decode("utf-8-sig" if number == 0 else "utf-8")

@@ -412,8 +412,15 @@ def _options(raw: Any) -> tuple[list[str] | None, list[str] | None]:
         raw = list(raw.values())
     if not isinstance(raw, list):
         raise RecordProblem("options are not a list", type(raw).__name__)
+    while raw and _no_option(raw[-1]):  # fixed slots left empty after the last option: ["a", "b", null, NaN, ""]
+        raw = raw[:-1]
+        labels = labels[:-1] if labels is not None else None
+    if not raw:
+        return None, None
     texts = []
     for i, option in enumerate(raw):
+        if _no_option(option):
+            raise RecordProblem("an option is empty", f"option {i} of {len(raw)} is {option!r}")
         if isinstance(option, str):
             texts.append(option)
         elif isinstance(option, (int, float)) and not isinstance(option, bool):
@@ -424,6 +431,11 @@ def _options(raw: Any) -> tuple[list[str] | None, list[str] | None]:
     if labelled is not None:  # ["A. 5", "B. 6"]: the labels are not the options' text
         texts, labels = labelled
     return texts, labels
+
+
+def _no_option(value: Any) -> bool:
+    """An empty slot of a list of options: null, NaN (pandas' empty cell) or blank text."""
+    return value is None or (isinstance(value, float) and value != value) or (isinstance(value, str) and not value.strip())
 
 
 _OPTION_TEXTS = ("text", "texts", "option", "options", "choice", "choices", "content")
