@@ -122,14 +122,34 @@ _MOJIBAKE_HINT = re.compile(
 )
 
 
+# Word's Symbol font: its characters land in the private use area at U+F020 + their code
+# (SceMQA's 'scattered \uf061-particle' is an α-particle). The letters and the mathematical
+# signs of the Symbol encoding; the rest of the area (other fonts' pictures) stays as written.
+_SYMBOL_FONT = {
+    **{0xF000 + code: chr(code) for code in range(0x20, 0x40)},
+    **{0xF000 + code: letter for code, letter in zip(range(0x41, 0x5B), "ΑΒΧΔΕΦΓΗΙϑΚΛΜΝΟΠΘΡΣΤΥςΩΞΨΖ")},
+    **{0xF000 + code: letter for code, letter in zip(range(0x61, 0x7B), "αβχδεφγηιϕκλμνοπθρστυϖωξψζ")},
+    **{0xF000 + code: sign for code, sign in zip(range(0xA3, 0xBC), "≤⁄∞ƒ♣♦♥♠↔←↑→↓°±″≥×∝∂•÷≠≡≈")},
+    0xF022: "∀", 0xF024: "∃", 0xF027: "∋", 0xF02A: "∗", 0xF02D: "−", 0xF040: "≅", 0xF05B: "[", 0xF05C: "∴",
+    0xF05D: "]", 0xF05E: "⊥", 0xF07B: "{", 0xF07C: "|", 0xF07D: "}", 0xF07E: "∼", 0xF0A2: "′", 0xF0C6: "∅",
+    0xF0C7: "∩", 0xF0C8: "∪", 0xF0CC: "⊂", 0xF0CE: "∈", 0xF0CF: "∉", 0xF0D0: "∠", 0xF0D1: "∇", 0xF0D5: "∏",
+    0xF0D6: "√", 0xF0D7: "⋅", 0xF0D8: "¬", 0xF0D9: "∧", 0xF0DA: "∨", 0xF0DE: "⇒", 0xF0DB: "⇔", 0xF0E5: "∑",
+    0xF0F2: "∫",
+}
+_SYMBOL_FONT_RANGE = re.compile("[\uf020-\uf0ff]")
+
+
 def clean_text(text: str) -> str:
     """Mojibake repaired (UTF-8 decoded as Latin-1/cp1252, e.g. ``fâ\\x80²`` -> ``f′``, with
-    ftfy's ``fix_encoding``, which leaves correct text alone), then stray control characters
-    removed."""
+    ftfy's ``fix_encoding``, which leaves correct text alone), Word's Symbol-font characters
+    read as the letters and signs they show (``\\uf061`` -> ``α``, ``\\uf070`` -> ``π``), then
+    stray control characters removed."""
     if _MOJIBAKE_HINT.search(text):
         import ftfy
 
         text = ftfy.fix_encoding(text)
+    if _SYMBOL_FONT_RANGE.search(text):
+        text = text.translate(_SYMBOL_FONT)
     return _STRAY_CONTROL_CHARACTERS.sub("", text)
 
 

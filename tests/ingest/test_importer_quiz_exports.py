@@ -277,3 +277,19 @@ def test_a_csv_in_another_encoding_says_how_to_read_it(tmp_path, store):
         ("Which angle is 90°?", "90°"), ("Quelle forme est carrée?", "carré")]
     with pytest.raises(ImportSourceError, match="encoding='klingon'"):
         read(f"{spec}&encoding=klingon", store)
+
+
+# ---------------------------------------------------------------- Word's Symbol font
+
+
+def test_words_symbol_font_characters_read_as_the_letters_they_show():
+    from pipelines.store.records import _SYMBOL_FONT, clean_text
+
+    corpus = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora" / "scemqa" / "Multiple_Choice"
+    chemistry = json.loads((corpus / "multiple_choice.json").read_text(encoding="utf-8"))["Chemistry"]
+    [rutherford] = [x["Question"] for x in chemistry if "Rutherford" in x["Question"]]
+    assert "scattered \uf061-particle" in rutherford  # as the corpus has it
+    assert "scattered α-particle gives the best evidence" in clean_text(rutherford)
+    assert clean_text("Area = \uf070r\u00b2 \uf0a3 4\uf0b4\uf071, \uf057 = 2\uf0b0") == "Area = πr² ≤ 4×θ, Ω = 2°"
+    assert clean_text("a \uf0e8 b \ue000") == "a \uf0e8 b \ue000"  # other fonts' pictures: as written
+    assert all(len(v) == 1 for v in _SYMBOL_FONT.values()) and len(_SYMBOL_FONT) == 137
