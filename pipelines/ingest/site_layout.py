@@ -31,7 +31,8 @@ itself. A list of picks is tried in order; the first value that is not empty win
 option for the element that holds its text or picture; ``:scope`` is the option itself), ``label`` (a selector inside each
 option for its letter), ``sort_by`` (a numeric attribute giving the order),
 ``letters_name_images: true`` (options that are bare letters A, B, ... are pictures: the last
-images of ``image``, in letter order). ``answer`` is a pick plus ``is``: ``index`` (0-based),
+images of ``image``, in letter order; the lines of the text holding only their labels leave
+it). ``answer`` is a pick plus ``is``: ``index`` (0-based),
 ``position`` (1-based), ``letter`` (matched against the labels, else A, B, ... by position) or
 ``text`` (matched against the option texts; with ``joins_options: true`` an answer that is not
 among them is one more option, as on Khan Academy exercises).
@@ -56,6 +57,7 @@ import regex
 import yaml
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from pipelines.ingest.importers.text_options import without_options_header
 from pipelines.ingest.html_dom import (
     PageParseError,
     ParsedQuestion,
@@ -79,6 +81,38 @@ LETTER = re.compile(r"^[A-Z]$")
 # polynomial: 100 s on 1,000 characters). Every match runs under this time limit; a value that hits it
 # refuses the page (quarantined with the reason), never stalls the build.
 PATTERN_SECONDS = 0.5
+_LABEL = re.compile(r"[(\[]?([A-Z])[)\].:]?")  # a picture's label written beside it: A), (B), C.
+
+
+def _label_letters(line: str) -> list[str] | None:
+    """The letters of a line that holds only pictures' labels (``A)``, ``(B) C.``), with at most
+    stray signs beside them (``C) >``, a page's typo); None for any other line."""
+    words = line.split()
+    found = [_LABEL.fullmatch(word) for word in words]
+    if not any(found) or not all(m or not any(ch.isalnum() for ch in word) for m, word in zip(found, words)):
+        return None
+    return [m.group(1) for m in found if m]
+
+
+def without_picture_labels(text: str, count: int) -> str:
+    """``text`` without the run of lines that hold only the labels ``A`` … of ``count`` option
+    pictures, in order (``A) <img><br>B) <img>``: the pictures became the options, and their
+    labels name nothing in the text); any other text, or one with two such runs, as it is."""
+    lines = text.split("\n")
+    expected = [chr(65 + i) for i in range(count)]
+    runs, start, letters = [], None, []
+    for i, line in enumerate([*lines, ""]):
+        found = _label_letters(line) if i < len(lines) else None
+        if found is not None:
+            start, letters = (i, found) if start is None else (start, letters + found)
+            continue
+        if start is not None and letters == expected:
+            runs.append((start, i))
+        start, letters = None, []
+    if len(runs) != 1 or runs[0] == (0, len(lines)):
+        return text
+    first, stop = runs[0]
+    return "\n".join(lines[:first] + lines[stop:]).strip()
 
 
 class LayoutError(ValueError):
@@ -171,6 +205,8 @@ class SiteLayout:
                                                                  problem)
         if len(images) > 1:
             raise PageParseError(f"{self.name} page has {len(images)} question images: one is supported")
+        if curls is not None and self.options.letters_name_images:
+            problem = without_options_header(without_picture_labels(self._tidy(problem), len(curls)))
         img_url, img_alt = image_of(url, images[0] if images else None)
         subject = self._value(self.subject, url, dom, scope)
         grade = self._value(self.grade, url, dom, scope)

@@ -143,6 +143,8 @@ def store(tmp_path):
         ("Hint: answer with a letter.\nQuestion: Is it less than 3?\nChoices:\n(A) Yes\n(B) No",
          "Hint: answer with a letter.\nQuestion: Is it less than 3?", ["Yes", "No"]),
         ("what is ∠1?\nChoices:\nA:25°\nB:30°", "what is ∠1?", ["25°", "30°"]),
+        ("What would insert(55, topNode) give?\nChoices are:\nA. a leaf\nB. a root", "What would insert(55, topNode) give?",
+         ["a leaf", "a root"]),
         ("Which has more options? A. two B. three", "Which has more options?", ["two", "three"]),
         ("Which? (A) 1 (B) 2 Please select the correct answer from the options above.",
          "Which?\nPlease select the correct answer from the options above.", ["1", "2"]),

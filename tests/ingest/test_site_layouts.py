@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
@@ -85,11 +86,17 @@ def test_opendsa_questions_have_their_options_answer_and_images(opendsa):
     assert tf["choices"] == ["True", "False"] and tf["answer_idx"] == 1
     bst = rows["Exercises/SWDesignAndDataStructs/BSTCheckpoint3Q1.html"]  # letters naming pictures
     assert bst["choices"] is None and len(bst["choice_images"]) == 4 and bst["answer_idx"] == 0
-    assert bst["problem_image"] is not None and "insert(55, topNode)" in bst["problem"]
+    assert bst["problem_image"] is not None and bst["problem"].endswith("insert(55, topNode)")  # no "Choices are:"
     design = rows["Exercises/MengBridgeCourse/DesignCheckpoint2Q3.html"]
     assert design["problem_image"] is None and len(design["choice_images"]) == 3 and design["answer_idx"] == 1
     with_pictures = sum(r["problem_image"] is not None or r["choice_images"] is not None for r in rows.values())
     assert with_pictures == 75
+    # the labels "A) <img><br>B) <img>…" named the pictures that became the options: not left in the text
+    bags = rows["Exercises/MengBridgeCourse/BagsCheckpoint4Q1.html"]
+    assert len(bags["choice_images"]) == 4 and bags["problem"].endswith('array after a\ncall to remove("twix")?')
+    labelled = [key for key, r in rows.items() if r["choice_images"] is not None
+                and re.fullmatch(r"(?:[(\[]?[A-E][)\].:]?\s*)+", r["problem"].split("\n")[-1])]
+    assert labelled == []
 
 
 def _opendsa_page(name: str) -> bytes:

@@ -291,8 +291,14 @@ def read_options(text: str) -> OptionsText | None:
 
 # the header that introduces the options ("Question: …?\nChoices:", MathVista's, MathVerse's and
 # MMStar's layouts): the options' own, not the question's
-_OPTIONS_HEADER = re.compile(rf"(?:(?<=[\s{_ENDS}])|\A)(?:Answer\s+)?(?:Choices|Options)\s*[:：]\s*\Z|选项\s*[:：]\s*\Z",
-                             re.IGNORECASE)
+_OPTIONS_HEADER = re.compile(
+    rf"(?:(?<=[\s{_ENDS}])|\A)(?:Answer\s+)?(?:Choices|Options)(?:\s+are)?\s*[:：]\s*\Z|选项\s*[:：]\s*\Z", re.IGNORECASE)
+
+
+def without_options_header(text: str) -> str:
+    """``text`` without the header at its end that introduces its options (``Choices are:``),
+    where the options are read apart from the text (a page's list, its pictures)."""
+    return _OPTIONS_HEADER.sub("", text).rstrip() or text
 
 # an evaluation prompt's instruction written after the options (LLaVA's "Answer with the
 # option's letter from the given choices directly.", MMMU's "Please select the correct answer
