@@ -15,6 +15,9 @@ crawled from a loopback server over the folder), and measured from that home's w
   after them, a math symbol beside them (``∑``), an operator glued to the bracket they fill
   (``/(\\( 2 \\pi d \\))``) or a dot with no space still joins to the text outside (``cut_formulas``: ``log_2 \\( 8=3
   \\)``, ``\\( I=0.5 \\mathrm{~kg} \\).m2``);
+* texts a reader cannot read as written: final texts (a problem, an option) still holding HTML
+  that a browser would show otherwise (``unread_markup``: ``x<sup>2</sup>``, ``&quot;``), and
+  texts holding a private-use character (Word's Symbol font: ``\\uf061``) or U+FFFD;
 * options changed: final option texts whose words and numbers differ from the imported
   option's (``signature``: NFKC, case-folded, letters and digits only, TeX commands but Greek
   letters dropped, so conversion to LaTeX is no change), and keys changed: questions whose
@@ -68,6 +71,7 @@ sys.path.insert(0, str(ROOT))
 from pipelines.store.home import DataHome  # noqa: E402
 from pipelines.clean.latex.convert import ACCENT_MARKS, changed_math, extract_math  # noqa: E402
 from pipelines.dataset.option_order import KEPT_ORDER_PREFIX, option_order  # noqa: E402
+from pipelines.ingest.html_dom import PictureInMarkup, markup_text  # noqa: E402
 from pipelines.store.warehouse import run_query  # noqa: E402
 
 CORPORA_DIR = "../shared/corpora"  # from the repository root, as in the README
@@ -244,6 +248,25 @@ def math_free(text: str, position: int) -> bool:
     return not any(m.start <= position < m.end for m in find_tex_math(text))
 
 
+_UNREADABLE = re.compile("[\ue000-\uf8ff\ufffd]")  # the private use area, and the replacement character
+
+
+def unread_markup(text: str | None) -> bool:
+    """``text`` still holds HTML that a reader would see read (``markup_text`` changes it)."""
+    if not text:
+        return False
+    try:
+        return markup_text(text) != text
+    except PictureInMarkup:
+        return True
+
+
+def unreadable(text: str | None) -> bool:
+    """``text`` holds a character no reader can read: a private-use one (a font's own, such as
+    Word's Symbol font) or U+FFFD, what a decoder leaves of bytes it could not read."""
+    return bool(text) and _UNREADABLE.search(text) is not None
+
+
 def _rows(home: DataHome, sql: str) -> list[tuple]:
     return run_query(home, sql).rows
 
@@ -273,7 +296,8 @@ def measure(home: DataHome) -> dict:
     accounted |= set(_rows(home, "SELECT source, source_key FROM duplicates"))
     lost = sorted(key for key in raw if key not in accounted)
 
-    texts_with_math = damaged = options_changed = keys_changed = formulas_cut = 0
+    texts_with_math = damaged = options_changed = keys_changed = formulas_cut = markup_left = unreadable_texts = 0
+    reading_examples = []
     form: Counter = Counter()
     damaged_examples, changed_examples, cut_examples, form_examples = [], [], [], defaultdict(list)
     expected_order: Counter = Counter()
@@ -285,6 +309,11 @@ def measure(home: DataHome) -> dict:
         pairs += [(raw_choices[original] if raw_choices is not None and original is not None else None, text)
                   for _, text, original in options[qid]]
         for before, after in pairs:
+            if unread_markup(after) or unreadable(after):
+                markup_left += unread_markup(after)
+                unreadable_texts += unreadable(after)
+                if len(reading_examples) < 3:
+                    reading_examples.append(f"{key}: {after!r}")
             for piece in cut_formulas(before or "", after or ""):
                 formulas_cut += 1
                 if len(cut_examples) < 3:
@@ -344,6 +373,9 @@ def measure(home: DataHome) -> dict:
         "math_damaged_examples": damaged_examples,
         "formulas_cut": formulas_cut,
         "formulas_cut_examples": cut_examples,
+        "markup_left": markup_left,
+        "unreadable_texts": unreadable_texts,
+        "reading_examples": reading_examples,
         "options_changed": options_changed,
         "keys_changed": keys_changed,
         "options_changed_examples": changed_examples,
@@ -369,6 +401,8 @@ BASELINE_FIGURES = {
     "lost": "lower",
     "math_damaged": "lower",
     "formulas_cut": "lower",
+    "markup_left": "lower",
+    "unreadable_texts": "lower",
     "options_changed": "lower",
     "keys_changed": "lower",
     "separator_ends": "lower",
@@ -462,6 +496,8 @@ def render(results: dict[str, dict]) -> str:
         ("texts with math checked", [[str(f["texts_with_math"])] for f in results.values()]),
         ("math damaged (must be 0)", [[str(f["math_damaged"])] for f in results.values()]),
         ("formulas cut from an expression", [[str(f["formulas_cut"])] for f in results.values()]),
+        ("texts with HTML left unread", [[str(f["markup_left"])] for f in results.values()]),
+        ("texts with unreadable characters", [[str(f["unreadable_texts"])] for f in results.values()]),
         ("options changed (words, numbers)", [[str(f["options_changed"])] for f in results.values()]),
         ("keys changed", [[str(f["keys_changed"])] for f in results.values()]),
         ("options ending in a separator", [[str(f["separator_ends"])] for f in results.values()]),

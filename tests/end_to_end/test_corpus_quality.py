@@ -137,6 +137,9 @@ def test_the_figures_fail_on_planted_damage(built, tmp_path):
             f"AND question_id NOT IN ('copy', '{labelled}') ORDER BY 1 LIMIT 1"
         ).fetchone()[0]
         con.execute(f"UPDATE questions SET problem = problem || ' log_2 \\( 8=3 \\)' WHERE question_id = '{cut}'")
+        # texts a reader cannot read as written: HTML left unread, a Symbol-font character
+        con.execute(f"UPDATE questions SET problem = problem || ' x<sup>2</sup>' WHERE question_id = '{cut}'")
+        con.execute(f"UPDATE choices SET text = text || ' \uf061' WHERE question_id = '{damaged}' AND position = 0")
         # a figure-label question whose options moved
         con.execute(
             "UPDATE choices SET original_position = CASE original_position WHEN 0 THEN 1 WHEN 1 THEN 0 ELSE original_position END "
@@ -146,6 +149,9 @@ def test_the_figures_fail_on_planted_damage(built, tmp_path):
     assert figures["families_across_splits"] == 1 and figures["figure_stems_across_splits"] == 1
     assert figures["math_damaged"] == 1 and figures["order_violations"] == 1
     assert figures["formulas_cut"] == 1 and "log_2" in figures["formulas_cut_examples"][0]
+    assert figures["markup_left"] == 1 and figures["unreadable_texts"] == 1
+    assert any("<sup>" in example for example in figures["reading_examples"])
+    assert not corpus_quality.unread_markup("If a<b>c") and corpus_quality.unread_markup("a &amp; b")
     assert corpus_quality.problems({**figures, "build_exit": 2}) == [
         "build exited 2", "math damaged 1", "order violations 1", "families across splits 1", "figure stems across splits 1",
     ]
