@@ -204,6 +204,20 @@ CASES = [
     ("ΔH = -285 kJ/mol", r"\( \Delta H=-285 \mathrm{~kJ} / \mathrm{mol} \)"),
     ("x = max + 1", "x = max + 1"),
     ("arr = [1, 2, 3]", "arr = [1, 2, 3]"),
+    # ohms after a number, with a prefix that is no variable ("12 kΩ" was "12 \( k \Omega \)")
+    ("The resistance is 4.7 kΩ.", r"The resistance is \( 4.7 \mathrm{k} \Omega \)."),
+    ("R = 5 Ω", r"\( R=5 \Omega \)"),
+    ("3 MΩ", r"\( 3 \mathrm{M} \Omega \)"),
+    ("ω = 2πf", r"\( \omega=2 \pi f \)"),
+    # scientific notation with a letter x for the times sign ("3 x \( 10^{8} ... \)" before)
+    ("The speed of light is 3 x 10^8 m/s.", r"The speed of light is \( 3 \times 10^{8} \mathrm{~m} / \mathrm{s} \)."),
+    ("6.02x10^23 per mol", r"\( 6.02 \times 10^{23} \) per mol"),
+    ("1.5 X 10^-3 kg", r"\( 1.5 \times 10^{-3} \mathrm{~kg} \)"),
+    ("Let x = 10^2", r"Let \( x=10^{2} \)"),
+    ("the 3 x 10 grid", "the 3 x 10 grid"),
+    # a date with its year first is no fraction ("\frac{\frac{2020}{03}}{15}" before)
+    ("On 2020/03/15 we met.", "On 2020/03/15 we met."),
+    ("2020/3 = 673.3", r"\( \frac{2020}{3}=673.3 \)"),
     # Roman numerals rank statements, they are no products of I, V and X (SceMQA Physics/103 was
     # "\( I I I>I=I V>I I \)"); other upper-case runs are still points and segments
     ("III > I = IV > II", "III > I = IV > II"),

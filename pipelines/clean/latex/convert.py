@@ -39,7 +39,7 @@ written as commands get one space on each side (``3 \\times 4``), juxtaposed fac
 separated by one space (``2 x``, ``2 \\pi r``). Exact comparisons ignore all white space.
 
 What counts as math (the rules, in order):
-- Never math: URLs and e-mail addresses, dates (3/4/2020, 2020-03-04, 04.03.2020), times
+- Never math: URLs and e-mail addresses, dates (3/4/2020, 2020-03-04, 2020/03/15, 04.03.2020), times
   (H:MM with minutes 00-59, optionally a.m./p.m.: "3:45 p.m."), ordinals (1st, 22nd),
   LaTeX already in the text (math regions above, and commands such as ``\\frac`` written
   without delimiters), hyphenated words ("3-page", "grade-3", "x-axis"), code: a block of
@@ -73,6 +73,8 @@ What counts as math (the rules, in order):
 - Mixed numbers: "2 1/2" and "2½" are ``2 \\frac{1}{2}``.
 - Roman numerals of two or more letters ("III > I = IV > II", statements ranked) are not
   products of variables: such a span stays as written.
+- Ohms after a number are a unit with an optional prefix: "4.7 kΩ" ``4.7 \\mathrm{k} \\Omega``.
+- Scientific notation may write the times sign as a letter x: "3 x 10^8" ``3 \\times 10^{8}``.
 - Variables: a single ASCII letter; a lower-case run of 2-3 letters that is not an English
   word, a unit or a name of math or code ("max", "gcd", "arr"): "mx" in "y = mx + b" is
   ``m x``. Greek letters inside Greek words are prose.
@@ -189,6 +191,7 @@ UNITS = frozenset({
     "nm", "mol", "mmol", "kJ", "eV", "keV", "MeV", "atm", "mA", "kW", "kV", "mV", "kHz", "MHz", "GHz",
     "min", "sec", "yr", "mph",
 })
+OHM_PREFIXES = frozenset({"m", "k", "M", "G"})  # mΩ, kΩ, MΩ, GΩ
 # Roman numerals of two or more letters (II, III, IV, IX, XII, ...), which name statements and cases
 _ROMAN_NUMERAL = re.compile(r"(?=[IVX]{2})X{0,3}(?:IX|IV|V?I{0,3})")
 # short lower-case names that are never a product of variables ("max" is not m·a·x): functions
@@ -225,7 +228,7 @@ _CJK_CHAR = re.compile(_CJK)
 _TOKEN_PATTERNS = [
     ("URL", r"(?:https?://|ftp://|www\.)[^\s<>\"]+|(?<![\w.+-])[\w.+-]{1,64}@[\w-]+\.[\w.-]+"),
     ("COMMAND", r"\\[A-Za-z]+|\\."),
-    ("DATE", r"(?<![\w/.-])(?:\d{1,2}/\d{1,2}/\d{2,4}|\d{4}-\d{1,2}-\d{1,2}|\d{1,2}-\d{1,2}-\d{4}"
+    ("DATE", r"(?<![\w/.-])(?:\d{1,2}/\d{1,2}/\d{2,4}|\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}-\d{1,2}-\d{4}"
              r"|\d{1,2}\.\d{1,2}\.\d{4})(?![\w/])"),
     ("TIME", r"(?<![\w:])\d{1,2}:[0-5]\d(?::[0-5]\d)?(?![\d:])"
              r"(?:\s?(?:[aApP]\.\s?[mM]\.|[aApP][mM]\b))?"),
@@ -475,6 +478,13 @@ class _SpanParser:
 
     def unit(self, i: int) -> _Part | None:
         j = self.skip_ws(i)
+        if self.tok(j) == "Ω" or (self.tok(j) in OHM_PREFIXES and self.tok(j + 1) == "Ω"):
+            # ohms after a number: "4.7 Ω", "12 kΩ" (k is kilo, not a variable k times Ω)
+            prefix = r"\mathrm{" + self.tok(j) + "} " if self.tok(j) != "Ω" else ""
+            end = j + (1 if not prefix else 2)
+            if self.kind(end) in ("WORD", "NUM", "GREEK", "CHEM"):
+                return None
+            return _Part(prefix + r"\Omega", end, True)
         if self.kind(j) != "WORD" or self.tok(j) not in UNITS:
             return None
         latex = r"\mathrm{~" + self.tok(j) + "}"
@@ -746,6 +756,19 @@ def _is_prose_word(token: _Token) -> bool:
     return _SpanParser([token]).word(0, None) is None
 
 
+# "3 x 10^8", "6.02x10²³": a letter x between a number and a power of ten is the times sign
+_TIMES_X = re.compile(r"(?<=\d)( ?)[xX]\1(?=10(?:\^|[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]))")
+
+
+def _times_signs(text: str, tokens: list[_Token]) -> list[_Token]:
+    """``tokens`` with each x of scientific notation (``_TIMES_X``) an operator ×."""
+    signs = {m.start(0) + len(m.group(1)) for m in _TIMES_X.finditer(text)}
+    if not signs:
+        return tokens
+    return [_Token("OP", "×", t.start, t.end) if t.kind == "WORD" and t.start in signs and len(t.text) == 1 else t
+            for t in tokens]
+
+
 def _list_dashes(tokens: list[_Token]) -> list[_Token]:
     """``tokens`` with the dashes of a list made DASH tokens, which no formula crosses: a list is
     items separated by an ASCII "-" with white space on both sides, on one line, and one of the
@@ -960,6 +983,7 @@ _CANONICAL_CHARS = {"'": "′", "−": "-", "⋅": "·", "∆": "△", "⩽": "�
 
 def _canonical(text: str) -> str:
     text = unicodedata.normalize("NFD", text)  # ŷ and y + U+0302 alike
+    text = _TIMES_X.sub("×", text)
     text = text.replace("...", "…").replace("<=", "≤").replace(">=", "≥")
     out = []
     for run in re.finditer(
@@ -1070,7 +1094,7 @@ class LatexConverter:
             math = [m for m in math if m.start < unclosed]
             opaque = [(m.start, m.end) for m in math] + [(unclosed, len(text))]
         opaque = _merged(opaque + _code_blocks(text, math))
-        tokens = _list_dashes(_tokenize(text, opaque))
+        tokens = _list_dashes(_times_signs(text, _tokenize(text, opaque)))
         converted_spans: list[tuple[int, int, str]] = []  # (start, end, latex), char offsets
         errors: list[tuple[int, str]] = []
         # Spans are searched again in the prose left around the ones found until nothing new
