@@ -153,6 +153,9 @@ _BLOCKS = frozenset("address blockquote caption center dd div dl dt figcaption f
                     "pre table tbody tfoot thead tr ul".split())
 
 
+_MATH_ELEMENTS = frozenset({"script", "span", "math"})  # what may hold a typeset formula (``math_source``)
+
+
 def scripted(text: str, tag: str) -> str:
     """The text of a ``<sup>`` or ``<sub>`` element as a reader sees it raised or lowered."""
     table, mark = _SCRIPTS[tag]
@@ -164,10 +167,44 @@ def scripted(text: str, tag: str) -> str:
     return f"{mark}{inner}" if len(inner) == 1 else f"{mark}({inner})"
 
 
+def _attribute(node: LexborNode, name: str) -> str:
+    value = node.attributes.get(name)
+    return value if isinstance(value, str) else ""
+
+
+def math_source(node: LexborNode) -> str | None:
+    """The TeX a page's typeset formula was written in, delimited as TeX math (``\\( … \\)``,
+    ``\\[ … \\]`` for display), or None when ``node`` is no typeset formula or keeps no TeX:
+    MathJax 2's ``<script type="math/tex">``, KaTeX's ``<span class="katex">`` and MathML's
+    ``<math>`` (MathJax 3's assistive MathML too) through their ``application/x-tex``
+    annotation. Their other text is the formula drawn again (KaTeX's ``katex-html``: ``x2``)."""
+    tag = node.tag
+    display = False
+    if tag == "script":
+        kind = _attribute(node, "type").replace(" ", "").lower()
+        if not kind.startswith("math/tex"):
+            return None
+        tex, display = node.text(deep=True) or "", "mode=display" in kind
+    elif tag == "math" or (tag == "span" and "katex" in _attribute(node, "class").split()):
+        annotation = node.css_first('annotation[encoding="application/x-tex"]')
+        if annotation is None:
+            return None
+        tex = annotation.text(deep=True) or ""
+        display = _attribute(node, "display") == "block" or (
+            node.parent is not None and "katex-display" in _attribute(node.parent, "class").split())
+    else:
+        return None
+    tex = from_standins(tex).strip(ASCII_WS)
+    if not tex:
+        return None
+    return f"\\[ {tex} \\]" if display else f"\\( {tex} \\)"
+
+
 def node_text(node: LexborNode, exclude: frozenset[int] = frozenset(), blocks: bool = False) -> str:
     """The text of ``node`` as shown: scripts, styles, comments and ``exclude`` (node ids) left out,
-    ``<sup>`` and ``<sub>`` raised and lowered (``scripted``); with ``blocks``, block elements
-    (paragraphs, list items, table rows) on lines of their own."""
+    ``<sup>`` and ``<sub>`` raised and lowered (``scripted``), typeset formulas as the TeX they
+    were written in (``math_source``); with ``blocks``, block elements (paragraphs, list items,
+    table rows) on lines of their own."""
     parts: list[str] = []
     stack: list = [node]
     while stack:
@@ -183,6 +220,11 @@ def node_text(node: LexborNode, exclude: frozenset[int] = frozenset(), blocks: b
         if tag == "br":
             parts.append("\n")
             continue
+        if tag in _MATH_ELEMENTS and current.mem_id not in exclude:
+            tex = math_source(current)
+            if tex is not None:
+                parts.append(tex)
+                continue
         if current is not node and (tag in ("script", "style", "template") or tag.startswith("-") or tag.startswith("_")
                                     or current.mem_id in exclude):
             continue

@@ -109,6 +109,29 @@ def test_crawled_pages_show_sup_and_sub_raised_and_lowered():
     assert node_text(dom.css_first("p.q")) == "Solve x² = 4 for H₂O's ⁿ⁺¹th term"
 
 
+KATEX = ('<span class="katex"><span class="katex-mathml"><math xmlns="http://www.w3.org/1998/Math/MathML"><semantics>'
+         '<mrow><msup><mi>x</mi><mn>2</mn></msup><mo>=</mo><mn>4</mn></mrow>'
+         '<annotation encoding="application/x-tex">x^2 = 4</annotation></semantics></math></span>'
+         '<span class="katex-html" aria-hidden="true"><span class="base"><span class="mord mathnormal">x</span>'
+         '<span class="msupsub"><span class="mord mtight">2</span></span><span class="mrel">=</span>'
+         '<span class="mord">4</span></span></span></span>')
+
+
+@pytest.mark.parametrize("html, text", [
+    (f"Solve {KATEX} for x.", "Solve \\( x^2 = 4 \\) for x."),  # was "Solve x2=4x^2 = 4x2=4 for x."
+    (f'Then <span class="katex-display">{KATEX}</span>', "Then \\[ x^2 = 4 \\]"),
+    ('Find <script type="math/tex">\\frac{1}{2} + \\frac{1}{3}</script> and '
+     '<script type="math/tex; mode=display">a<b</script>.', "Find \\( \\frac{1}{2} + \\frac{1}{3} \\) and \\[ a<b \\]."),
+    ('Is <math display="block"><semantics><mi>y</mi><annotation encoding="application/x-tex">y_1</annotation>'
+     '</semantics></math> it?', "Is \\[ y_1 \\] it?"),
+    ("Is <math><mi>x</mi><mo>&lt;</mo><mn>3</mn></math> true?", "Is x<3 true?"),  # no TeX kept: its text
+    ("Code: <script>alert(1)</script><span class='note'>x</span>", "Code: x"),
+])
+def test_crawled_pages_keep_typeset_formulas_as_the_tex_they_were_written_in(html, text):
+    dom, _ = build_dom(f"<html><body><p class=q>{html}</p></body></html>")
+    assert node_text(dom.css_first("p.q")) == text
+
+
 def test_a_quiz_export_in_html_with_the_key_apart_from_its_distractors(tmp_path, store):
     """OpenTDB's API: HTML character references in every text, the key in ``correct_answer``
     and the distractors a list in ``incorrect_answers``."""
