@@ -331,14 +331,37 @@ def subject_name(text: str) -> str:
     return SUBJECT_NAMES.get(lowered, lowered)
 
 
+# where lazy-loading pages keep a picture's address until a script of theirs moves it to src
+LAZY_SOURCES = ("data-src", "data-original", "data-lazy-src")
+
+
+def picture_source(attributes) -> str | None:
+    """The address a reader's browser shows an ``<img>`` from (``attributes``: its attributes by
+    name): ``src``, unless a lazy-loading page keeps the picture's in ``data-src`` (``src`` then
+    missing or a ``data:`` placeholder); else the first of ``srcset``; None for none."""
+    def value(name: str) -> str:
+        found = attributes.get(name)
+        return found.strip(ASCII_WS) if isinstance(found, str) else ""
+
+    src = value("src")
+    lazy = next((v for v in map(value, LAZY_SOURCES) if v), "")
+    if lazy and (not src or (src.startswith("data:") and not lazy.startswith("data:"))):
+        return lazy
+    if src:
+        return src
+    srcset = value("srcset") or value("data-srcset")
+    return srcset.split(",")[0].split()[0] if srcset.split(",")[0].split() else None
+
+
 def image_of(url: str, node: LexborNode | None) -> tuple[str | None, str | None]:
-    """(absolute src, alt) of an ``<img>``; PageParseError for one without src."""
+    """(absolute address, alt) of an ``<img>`` (``picture_source``; a ``data:`` URI stays as it
+    is); PageParseError for one without any."""
     if node is None:
         return None, None
-    src = attr(node, "src")
+    src = picture_source({name: attr(node, name) for name in node.attributes})
     if not src:
         raise PageParseError("an image has no src")
-    return urljoin(url, src.strip(ASCII_WS)), attr(node, "alt") or ""
+    return (src if src.startswith("data:") else urljoin(url, src)), attr(node, "alt") or ""
 
 
 # ---- pages ---------------------------------------------------------------------------------

@@ -179,6 +179,17 @@ def parse_web_source(spec: SourceSpec, home: DataHome, images: ImageStore) -> It
 
 
 def _fetch_image(url: str, store, images: ImageStore, failed_urls: dict[str, str]) -> str:
+    if url.startswith("data:"):  # a picture written in the page itself
+        from pipelines.ingest.importers.common import RecordProblem
+        from pipelines.ingest.importers.paths import image_in_text
+
+        try:
+            body = image_in_text(url)
+        except RecordProblem as exc:
+            raise ImageRejected(f"image unavailable ({exc.reason}): {url[:80]}") from None
+        if body is None:
+            raise ImageRejected(f"image unavailable (not a picture's data URI): {url[:80]}")
+        return images.put(body).image_hash
     body = store.get_body(url)
     if body is None:
         category, specifics = quarantine_reason(failed_urls.get(url, "not in the raw store"))

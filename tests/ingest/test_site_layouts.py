@@ -216,3 +216,34 @@ def test_layout_links_restrict_what_the_crawler_follows(tmp_path):
         crawl(CrawlConfig(base_url=site.base_url, rate_per_host=1000, burst=50, follow=("ul.questions a", "a[rel=next]")),
               tmp_path / "raw")
         assert "/about" not in site.paths() and {"/q1", "/?page=2"} <= site.paths()
+
+
+def test_lazy_loaded_and_inline_pictures_are_the_pictures_a_reader_sees(tmp_path):
+    """A lazy-loading page keeps the picture's address in data-src (src a placeholder); a page
+    may write its picture in itself as a data: URI; srcset alone names one too."""
+    import base64
+
+    layout_file = tmp_path / "lazy.yaml"
+    layout_file.write_text("name: lazy\nmatch: div.quiz\ntext: p.question\nimage: img\noptions: ul.choices > li\n"
+                           "answer: {css: div.answer, is: text}\nsubject: {value: math}\nskill: {value: shapes}\n")
+    placeholder = "data:image/gif;base64,R0lGODlhAQABAAAAACw="
+    inline = "data:image/png;base64," + base64.b64encode(real_png(5)).decode()
+
+    def quiz(img: str) -> str:
+        return (f'<!doctype html><html><body><div class="quiz"><p class="question">Which shape is shown?</p>{img}'
+                '<ul class="choices"><li>circle</li><li>square</li></ul><div class="answer">square</div></div></body></html>')
+
+    routes = {"/": page('<!doctype html><html><body><a href="/a.html">a</a> <a href="/b.html">b</a> '
+                        '<a href="/c.html">c</a></body></html>'),
+              "/a.html": page(quiz(f'<img class="lazyload" src="{placeholder}" data-src="/img/a.png" alt="a">')),
+              "/b.html": page(quiz(f'<img src="{inline}" alt="b">')),
+              "/c.html": page(quiz('<img srcset="/img/c.png 1x, /img/c2.png 2x" alt="c">')),
+              "/img/a.png": page(real_png(3), "image/png"), "/img/c.png": page(real_png(4), "image/png")}
+    with Site(routes) as site:
+        home = DataHome(tmp_path / "home")
+        _, questions, quarantine = _crawl_and_land(site.base_url, f"{site.base_url}?layout={layout_file}", home)
+    assert quarantine.height == 0, quarantine.rows()
+    store = ImageStore(home.images)
+    pictures = {row["source_key"].rsplit("/", 1)[1]: store.read(row["problem_image"])[0]
+                for row in questions.rows(named=True)}
+    assert pictures == {"a.html": real_png(3), "b.html": real_png(5), "c.html": real_png(4)}

@@ -143,7 +143,9 @@ def extract_links(body: bytes, page_url: str, follow: tuple[str, ...] = ()) -> l
                     pass
             continue
         if tag == b"img":
-            target = attrs.get(b"src")
+            from pipelines.ingest.html_dom import picture_source  # the DOM's reading, for one answer
+
+            target = picture_source({name.decode("ascii", "replace"): value for name, value in attrs.items()})
         elif tag == b"link":
             rel = attrs.get(b"rel", "").lower().split()
             target = attrs.get(b"href") if ("next" in rel or "prev" in rel) else None
@@ -187,8 +189,9 @@ def _json_ld_images(body: bytes, page_url: str) -> list[str]:
 
 
 def _resolved(base: str, target: str | None) -> str | None:
-    """``target`` made absolute against ``base``; None for no target, a fragment or a malformed URL."""
-    if not target or target.lstrip().startswith("#"):
+    """``target`` made absolute against ``base``; None for no target, a fragment, a picture
+    written in the page (``data:``) or a malformed URL."""
+    if not target or target.lstrip().startswith(("#", "data:")):
         return None
     try:
         return urljoin(base, target.strip())
@@ -198,6 +201,8 @@ def _resolved(base: str, target: str | None) -> str | None:
 
 def _selected_links(body: bytes, page_url: str, follow: tuple[str, ...]) -> list[str]:
     from selectolax.lexbor import LexborHTMLParser
+
+    from pipelines.ingest.html_dom import picture_source
 
     tree = LexborHTMLParser(body)
     base = page_url
@@ -209,10 +214,10 @@ def _selected_links(body: bytes, page_url: str, follow: tuple[str, ...]) -> list
             pass
     selected = {node.mem_id for node in tree.css(", ".join(follow))}
     links: list[str] = []
-    for node in tree.css("img[src], link[href], " + ", ".join(follow)):
+    for node in tree.css("img, link[href], " + ", ".join(follow)):
         attrs = node.attributes
         if node.tag == "img":
-            target = attrs.get("src")
+            target = picture_source(attrs)
         elif node.tag == "link" and node.mem_id not in selected:
             rel = (attrs.get("rel") or "").lower().split()
             target = attrs.get("href") if ("next" in rel or "prev" in rel) else None
