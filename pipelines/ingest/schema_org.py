@@ -17,7 +17,16 @@ import hashlib
 import re
 from urllib.parse import urljoin
 
-from pipelines.ingest.html_dom import PageParseError, ParsedQuestion, clean, from_standins, subject_name, to_standins
+from pipelines.ingest.html_dom import (
+    PageParseError,
+    ParsedQuestion,
+    PictureInMarkup,
+    clean,
+    from_standins,
+    markup_text,
+    subject_name,
+    to_standins,
+)
 
 LAYOUT = "schema.org"
 _SUBJECTS = {"physics": "science", "chemistry": "science", "biology": "science", "computer science": "technology",
@@ -98,11 +107,20 @@ def _alignment(quiz: dict, question: dict, kind: str) -> str:
     return ""
 
 
+def _shown(text: str) -> str:
+    """A JSON-LD text as a reader sees it: schema.org's ``text`` may be written in HTML
+    (``What is 3<sup>2</sup>?``, ``&quot;``; ``html_dom.markup_text``)."""
+    try:
+        return markup_text(text)
+    except PictureInMarkup as exc:
+        raise PageParseError(f"schema.org text holds a picture in its HTML: {str(exc)[:80]}") from None
+
+
 def _question(url: str, question: dict, quiz: dict) -> ParsedQuestion:
     kind = _text(question.get("eduQuestionType"))
     if kind and kind.lower().replace("-", " ") not in ("multiple choice", "multiplechoice"):
         raise PageParseError(f"schema.org question is not multiple choice: {kind}")
-    problem = _text(question.get("text")) or _text(question.get("name"))
+    problem = _shown(_text(question.get("text")) or _text(question.get("name")))
     accepted = [a for a in _list(question.get("acceptedAnswer")) if isinstance(a, dict)]
     suggested = [a for a in _list(question.get("suggestedAnswer")) if isinstance(a, dict)]
     if len(accepted) != 1:
@@ -115,7 +133,7 @@ def _question(url: str, question: dict, quiz: dict) -> ParsedQuestion:
         at = int(hashlib.sha256(problem.encode()).hexdigest(), 16) % (len(suggested) + 1)
         answers.insert(at, accepted[0])
     answer_idx = next(i for i, a in enumerate(answers) if a is accepted[0])
-    texts = [_text(a.get("text")) for a in answers]
+    texts = [_shown(_text(a.get("text"))) for a in answers]
     pictures = [_image_urls(url, a.get("image")) for a in answers]
     choices = curls = None
     if all(texts):

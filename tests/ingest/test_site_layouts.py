@@ -188,6 +188,20 @@ def test_schema_org_questions_that_are_not_usable_are_refused():
             parse_page("http://h/q", body)
 
 
+def test_schema_org_texts_written_in_html_read_as_shown():
+    data = json.loads(json.dumps(QUIZ_LD))
+    question = data["hasPart"][0]
+    question["text"] = "<p>What is 3<sup>2</sup> &minus; 1?</p>"
+    question["acceptedAnswer"]["text"] = "<b>8</b>"
+    body = f'<html><head><script type="application/ld+json">{json.dumps(data)}</script></head></html>'
+    [parsed] = parse_page("http://h/q", body)
+    assert parsed.problem == "What is 3² − 1?" and parsed.choices == ("1/2", "8", "1/3")
+    question["text"] = '<p>Which is <img src="/f.png"> equal to?</p>'
+    body = f'<html><head><script type="application/ld+json">{json.dumps(data)}</script></head></html>'
+    with pytest.raises(PageParseError, match="holds a picture in its HTML"):
+        parse_page("http://h/q", body)
+
+
 def test_layout_sources_and_files(tmp_path, monkeypatch):
     assert {"ixl", "proprofs", "triviaplaza", "opendsa"} <= set(shipped_layout_names())
     spec = parse_source_spec("http://example.test/?layout=opendsa")
