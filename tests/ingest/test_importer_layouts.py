@@ -23,10 +23,10 @@ from pipelines.ingest.importers.figure_options import named_letters
 from pipelines.ingest.importers.jsonl import OBJECT_OF_RECORDS
 from pipelines.ingest.spec import parse_source_spec
 from pipelines.store.images import ImageStore
-from pipelines.store.records import QuarantineEntry, RawQuestion
 from pipelines.store.warehouse import run_query
 from pipelines.store.home import DataHome
 from support.images import real_png
+from support.importing import read_source
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -37,11 +37,7 @@ def store(tmp_path):
     return ImageStore(tmp_path / "images")
 
 
-def read(spec: str, store: ImageStore):
-    records = list(iter_import_records(parse_source_spec(spec), store))
-    questions = {r.source_key: r for r in records if isinstance(r, RawQuestion)}
-    quarantined = {r.source_key: (r.reason, r.detail) for r in records if isinstance(r, QuarantineEntry)}
-    return questions, quarantined
+read = read_source
 
 
 def pictures(folder: Path, *names: str) -> None:

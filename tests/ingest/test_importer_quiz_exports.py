@@ -13,12 +13,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.ingest.html_dom import PictureInMarkup, build_dom, markup_text, node_text
-from pipelines.ingest.importers import ImportSourceError, iter_import_records
+from pipelines.ingest.importers import ImportSourceError
 from pipelines.ingest.importers.answers import AnswerError, IndexAnswers, parse_answer
-from pipelines.ingest.spec import parse_source_spec
 from pipelines.store.images import ImageStore
-from pipelines.store.records import QuarantineEntry, RawQuestion
 from support.images import real_png
+from support.importing import read_source
 
 
 @pytest.fixture
@@ -26,12 +25,7 @@ def store(tmp_path):
     return ImageStore(tmp_path / "images")
 
 
-def read(spec: str, store: ImageStore):
-    records = list(iter_import_records(parse_source_spec(spec), store))
-    questions = {r.source_key: r for r in records if isinstance(r, RawQuestion)}
-    quarantined = {r.source_key: (r.reason, r.detail) for r in records if isinstance(r, QuarantineEntry)}
-    assert len(questions) + len(quarantined) == len(records), "a record read twice"
-    return questions, quarantined
+read = read_source
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
