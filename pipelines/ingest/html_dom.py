@@ -153,9 +153,6 @@ _BLOCKS = frozenset("address blockquote caption center dd div dl dt figcaption f
                     "pre table tbody tfoot thead tr ul".split())
 
 
-_MATH_ELEMENTS = frozenset({"script", "span", "math"})  # what may hold a typeset formula (``math_source``)
-
-
 def scripted(text: str, tag: str) -> str:
     """The text of a ``<sup>`` or ``<sub>`` element as a reader sees it raised or lowered."""
     table, mark = _SCRIPTS[tag]
@@ -167,9 +164,7 @@ def scripted(text: str, tag: str) -> str:
     return f"{mark}{inner}" if len(inner) == 1 else f"{mark}({inner})"
 
 
-def _attribute(node: LexborNode, name: str) -> str:
-    value = node.attributes.get(name)
-    return value if isinstance(value, str) else ""
+_MATH_ELEMENTS = frozenset({"script", "span", "math"})  # what may hold a typeset formula (``math_source``)
 
 
 def math_source(node: LexborNode) -> str | None:
@@ -181,20 +176,20 @@ def math_source(node: LexborNode) -> str | None:
     tag = node.tag
     display = False
     if tag == "script":
-        kind = _attribute(node, "type").replace(" ", "").lower()
+        kind = (attr(node, "type") or "").replace(" ", "").lower()
         if not kind.startswith("math/tex"):
             return None
         tex, display = node.text(deep=True) or "", "mode=display" in kind
-    elif tag == "math" or (tag == "span" and "katex" in _attribute(node, "class").split()):
+    elif tag == "math" or (tag == "span" and "katex" in (attr(node, "class") or "").split()):
         annotation = node.css_first('annotation[encoding="application/x-tex"]')
         if annotation is None:
             return None
         tex = annotation.text(deep=True) or ""
-        display = _attribute(node, "display") == "block" or (
-            node.parent is not None and "katex-display" in _attribute(node.parent, "class").split())
+        display = attr(node, "display") == "block" or (
+            node.parent is not None and "katex-display" in (attr(node.parent, "class") or "").split())
     else:
         return None
-    tex = from_standins(tex).strip(ASCII_WS)
+    tex = from_standins(tex).strip(ASCII_WS)  # attr() turns stand-ins back itself; text() does not
     if not tex:
         return None
     return f"\\[ {tex} \\]" if display else f"\\( {tex} \\)"

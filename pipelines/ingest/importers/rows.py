@@ -244,9 +244,7 @@ class RowMapping:
             values = value if isinstance(value, list) and ours == "choices" else [value]
             for item in values:
                 k += 1
-                if item is _MISSING or item is None or (isinstance(item, str) and not item.strip()):
-                    continue
-                if isinstance(item, float) and item != item:  # NaN: pandas' empty cell
+                if item is _MISSING or _no_option(item):
                     continue
                 if k > 26:
                     raise RecordProblem("more options than letters", f"{ours}={self.mapped[ours]}")
@@ -434,7 +432,7 @@ def _options(raw: Any) -> tuple[list[str] | None, list[str] | None]:
 
 
 def _no_option(value: Any) -> bool:
-    """An empty slot of a list of options: null, NaN (pandas' empty cell) or blank text."""
+    """An empty slot of options or of a field: null, NaN (pandas' empty cell) or blank text."""
     return value is None or (isinstance(value, float) and value != value) or (isinstance(value, str) and not value.strip())
 
 
