@@ -260,7 +260,7 @@ def test_answers_with_explanations_and_several_answers():
 def test_answer_letters_wrapped_in_tex_markdown_or_chinese_words():
     options = ["4 cm", "6 cm", "8 cm", "10 cm"]
     for value in ("Ｂ", "（B）", "$B$", "$\\mathrm{B}$", "\\boxed{B}", "\\(B\\)", "\\text{B}", "**B**",
-                  "【答案】B", "答案：B", "答案是B", "故选B", "选B", "B选项"):
+                  "【答案】B", "答案：B", "答案是B", "故选B", "选B", "B选项", "答案：B。", "B。", "Ans: B", "Ans. (b)"):
         for answer_format in ("auto", "letter"):
             assert parse_answer(value, options, 4, answer_format=answer_format) == 1, (value, answer_format)
     with pytest.raises(AnswerError) as caught:

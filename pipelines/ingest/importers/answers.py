@@ -39,8 +39,8 @@ ANSWER_FORMATS = ("auto", "letter", "index", "index1", "text")
 INDEX_FORMATS = ("auto", "index", "index1")  # the formats that read a number as an index
 
 _LETTER = re.compile(
-    r"^(?:(?:the\s+)?(?:correct\s+)?(?:answer|option|choice)(?:\s+is)?\s*[:\-]?\s*)?"
-    r"[(\[]?\s*([a-z])\s*[)\]]?\s*[.:)]?$",
+    r"^(?:(?:the\s+)?(?:correct\s+)?(?:answer|ans\.?|option|choice)(?:\s+is)?\s*[:\-]?\s*)?"
+    r"[(\[]?\s*([a-z])\s*[)\]]?\s*[.:)。]?$",
     re.IGNORECASE,
 )
 _LETTER_WITH_TEXT = re.compile(
