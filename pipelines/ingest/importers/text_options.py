@@ -21,7 +21,8 @@ the table stays in the stem (its header says what the cells are) and the options
 At the start of a line a lower-case letter (``c.``, an OCR slip), a bare letter followed by a
 space (``B $F$ ...``) or a letter in brackets that do not pair (``(A} was used``, ``[B)``) is a
 label too, when every label of the run starts a line. A text with no run of capital labels may
-have lower-case ones in brackets anywhere in a line (``Which? (a) cat (b) dog (c) bird``), when
+have lower-case ones in brackets anywhere in a line (``Which? (a) cat (b) dog (c) bird``, or with
+the closing bracket only, ``Which? a) cat b) dog``), when
 the first starts a line or follows a question's or sentence's end: after a word they name a
 figure's panels (GAOKAO-MM's ``如图 (a), … 如图 (b) 所示``); with a run of capital labels they
 are the stem's (``statements (a)-(c)``).
@@ -153,18 +154,20 @@ def _labels(text: str, regions: list[tuple[int, int]]) -> list[_Label]:
     ]
 
 
-_LOWER_IN_BRACKETS = re.compile(r"[(（]([a-z])[)）]")
+# (a) in brackets, or a) with its closing bracket only, not after a letter or an opening bracket
+_LOWER_IN_BRACKETS = re.compile(r"[(（]([a-z])[)）]|(?<![\w(（\[])([a-z])[)）](?![\w)）])")
 _ENDS = ".?!。？！"  # what ends a sentence or a question
 _SENTENCE_END = re.compile(rf"[{_ENDS}:：][ \t\u3000]*\Z")
 
 
 def _lower_labels(text: str, regions: list[tuple[int, int]]) -> list[_Label]:
-    """Lower-case letters in brackets anywhere in a line (``(a) cat (b) dog (c) bird``), for a
+    """Lower-case letters in brackets anywhere in a line (``(a) cat (b) dog (c) bird``, ``a) cat
+    b) dog``), for a
     text with no run of capital labels: never after a letter, backslash or sub/superscript
     (``f(a)``), never inside math."""
     at_line_start = _LineStarts(text)
     return [
-        _Label(m.start(), m.end(), ord(m.group(1)) - ord("a"), True, at_line_start(m.start()))
+        _Label(m.start(), m.end(), ord(m.group(1) or m.group(2)) - ord("a"), True, at_line_start(m.start()))
         for m in _LOWER_IN_BRACKETS.finditer(text)
         if not (m.start() > 0 and _NOT_BEFORE_LABEL.match(text[m.start() - 1])) and not _inside(regions, m.start())
     ]
