@@ -226,6 +226,10 @@ def test_the_base_of_index_answers():
         parse_answer("x", ["a", "b", "c"], 3, answer_format="index1")
     parse_answer(0, ["a", "b"], 2, indices=seen)
     assert not seen.one_based()  # a 0 proves 0-based
+    # pandas writes an integer column holding a NaN as floats: "2.0" is the index 2
+    assert parse_answer("2.0", ["a", "b", "c"], 3) == 2
+    with pytest.raises(AnswerError, match="ambiguous answer"):
+        parse_answer("2.0", ["1.0", "2.0", "3.0"], 3)
     letters = IndexAnswers()
     parse_answer("B", ["a", "b"], 2, indices=letters)
     assert (letters.zero, letters.past_last) == (0, 0)  # letters say nothing of a base

@@ -52,7 +52,7 @@ _LETTER_LIST = re.compile(
     r"^[(\[（]?\s*[a-z](?:(?:\s*[,，、;；&/]\s*|\s+and\s+)[a-z])+\s*[)\]）]?(?=$|[\s.:：;,)])", re.IGNORECASE
 )
 _LETTER_RUN = re.compile(r"^[A-Z](?:\s*[A-Z])+$")
-_INDEX = re.compile(r"^\s*\d+\s*$")
+_INDEX = re.compile(r"^\s*(\d+)(?:\.0+)?\s*$")  # "2", or "2.0" as pandas writes an integer column holding a NaN
 _NUMBER_LABEL = re.compile(r"^[(（\[]?\s*(\d{1,2})\s*[)）\]]?\s*[.．]?$")
 
 
@@ -167,10 +167,11 @@ def parse_answer(
         text = value.strip()
         # the options whose text the answer is
         matches = [] if option_texts is None else [i for i, opt in enumerate(option_texts) if _norm(opt) == _norm(text)]
-        if answer_format in ("auto", "index") and _INDEX.match(text) and not (numbered and answer_format == "auto"):
-            readings.append(("index", int(text) - index_base))
+        whole = _INDEX.match(text)
+        if answer_format in ("auto", "index") and whole and not (numbered and answer_format == "auto"):
+            readings.append(("index", int(whole.group(1)) - index_base))
             if indices is not None:
-                indices.saw(int(text), num_options)
+                indices.saw(int(whole.group(1)), num_options)
         number = _NUMBER_LABEL.match(text) if numbered and answer_format in ("auto", "letter") else None
         if number:
             readings.append(("label", label_index.get(str(int(number.group(1))), num_options)))
