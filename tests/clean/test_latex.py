@@ -214,7 +214,9 @@ CASES = [
     ("6.02x10^23 per mol", r"\( 6.02 \times 10^{23} \) per mol"),
     ("1.5 X 10^-3 kg", r"\( 1.5 \times 10^{-3} \mathrm{~kg} \)"),
     ("Let x = 10^2", r"Let \( x=10^{2} \)"),
-    ("the 3 x 10 grid", "the 3 x 10 grid"),
+    ("the 3 x 10 grid", r"the \( 3 \times 10 \) grid"),  # standing apart between two numbers
+    ("2 x 3 = 6", r"\( 2 \times 3=6 \)"),  # was "2 x \( 3=6 \)"
+    ("3x4", "3x4"),
     # a date with its year first is no fraction ("\frac{\frac{2020}{03}}{15}" before)
     ("On 2020/03/15 we met.", "On 2020/03/15 we met."),
     ("2020/3 = 673.3", r"\( \frac{2020}{3}=673.3 \)"),

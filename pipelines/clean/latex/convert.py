@@ -74,7 +74,8 @@ What counts as math (the rules, in order):
 - Roman numerals of two or more letters ("III > I = IV > II", statements ranked) are not
   products of variables: such a span stays as written.
 - Ohms after a number are a unit with an optional prefix: "4.7 kΩ" ``4.7 \\mathrm{k} \\Omega``.
-- Scientific notation may write the times sign as a letter x: "3 x 10^8" ``3 \\times 10^{8}``.
+- A letter x between a number and a power of ten ("3 x 10^8" ``3 \\times 10^{8}``), or standing
+  apart between two numbers ("2 x 3 = 6"), is the times sign.
 - Variables: a single ASCII letter; a lower-case run of 2-3 letters that is not an English
   word, a unit or a name of math or code ("max", "gcd", "arr"): "mx" in "y = mx + b" is
   ``m x``. Greek letters inside Greek words are prose.
@@ -756,13 +757,14 @@ def _is_prose_word(token: _Token) -> bool:
     return _SpanParser([token]).word(0, None) is None
 
 
-# "3 x 10^8", "6.02x10²³": a letter x between a number and a power of ten is the times sign
-_TIMES_X = re.compile(r"(?<=\d)( ?)[xX]\1(?=10(?:\^|[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]))")
+# "3 x 10^8", "6.02x10²³": a letter x between a number and a power of ten is the times sign, and
+# so is one standing apart between two numbers ("2 x 3 = 6", "a 3 x 4 grid")
+_TIMES_X = re.compile(r"(?<=\d)( ?)[xX]\1(?=10(?:\^|[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]))|(?<=\d) [xX] (?=\d)")
 
 
 def _times_signs(text: str, tokens: list[_Token]) -> list[_Token]:
-    """``tokens`` with each x of scientific notation (``_TIMES_X``) an operator ×."""
-    signs = {m.start(0) + len(m.group(1)) for m in _TIMES_X.finditer(text)}
+    """``tokens`` with each x that is a times sign (``_TIMES_X``) an operator ×."""
+    signs = {m.start() + m.group().lower().index("x") for m in _TIMES_X.finditer(text)}
     if not signs:
         return tokens
     return [_Token("OP", "×", t.start, t.end) if t.kind == "WORD" and t.start in signs and len(t.text) == 1 else t
