@@ -309,11 +309,11 @@ def measure(home: DataHome) -> dict:
         pairs += [(raw_choices[original] if raw_choices is not None and original is not None else None, text)
                   for _, text, original in options[qid]]
         for before, after in pairs:
-            if unread_markup(after) or unreadable(after):
-                markup_left += unread_markup(after)
-                unreadable_texts += unreadable(after)
-                if len(reading_examples) < 3:
-                    reading_examples.append(f"{key}: {after!r}")
+            markup, unread = unread_markup(after), unreadable(after)
+            markup_left += markup
+            unreadable_texts += unread
+            if (markup or unread) and len(reading_examples) < 3:
+                reading_examples.append(f"{key}: {after!r}")
             for piece in cut_formulas(before or "", after or ""):
                 formulas_cut += 1
                 if len(cut_examples) < 3:

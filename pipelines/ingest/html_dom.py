@@ -344,8 +344,8 @@ def picture_source(attributes) -> str | None:
         return lazy
     if src:
         return src
-    srcset = value("srcset") or value("data-srcset")
-    return srcset.split(",")[0].split()[0] if srcset.split(",")[0].split() else None
+    first = (value("srcset") or value("data-srcset")).split(",")[0].split()
+    return first[0] if first else None
 
 
 def image_of(url: str, node: LexborNode | None) -> tuple[str | None, str | None]:

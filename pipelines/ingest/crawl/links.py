@@ -123,6 +123,8 @@ def extract_links(body: bytes, page_url: str, follow: tuple[str, ...] = ()) -> l
     """
     if b"<" not in body:
         return []
+    from pipelines.ingest.html_dom import picture_source  # the page readers' choice of a picture's address
+
     if follow:
         return _selected_links(body, page_url, follow) + (
             _json_ld_images(body, page_url) if b"application/ld+json" in body else [])
@@ -143,8 +145,6 @@ def extract_links(body: bytes, page_url: str, follow: tuple[str, ...] = ()) -> l
                     pass
             continue
         if tag == b"img":
-            from pipelines.ingest.html_dom import picture_source  # the DOM's reading, for one answer
-
             target = picture_source({name.decode("ascii", "replace"): value for name, value in attrs.items()})
         elif tag == b"link":
             rel = attrs.get(b"rel", "").lower().split()

@@ -36,7 +36,6 @@ from typing import Any, Sequence
 from pipelines.ingest.importers.common import RecordProblem, one_line
 
 ANSWER_FORMATS = ("auto", "letter", "index", "index1", "text")
-INDEX_FORMATS = ("auto", "index", "index1")  # the formats that read a number as an index
 
 _LETTER = re.compile(
     r"^(?:(?:the\s+)?(?:correct\s+)?(?:answer|ans\.?|option|choice)(?:\s+is)?\s*[:\-]?\s*)?"
