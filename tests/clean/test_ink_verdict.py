@@ -49,8 +49,9 @@ def test_an_added_label_or_another_drawing_is_another_picture(pairs, kind):
         verdict = compare_pictures(a, b)
         assert not verdict.same and verdict.kind in ("added-ink", "other-drawing"), (kind, name, verdict)
         m = verdict.measure
+        limit_a, limit_b = m.get("apart_limits", [ink.APART_INK, ink.APART_INK])
         assert max(m["cluster_a"], m["cluster_b"], m["holes"]) >= ink.LABEL_INK \
-            or max(m["apart_a"], m["apart_b"]) >= ink.APART_INK
+            or m["apart_a"] >= limit_a or m["apart_b"] >= limit_b
 
 
 def test_the_verdict_is_a_frozen_value_with_a_json_measure_and_deterministic(pairs):
@@ -270,6 +271,29 @@ def test_a_label_in_small_text_on_a_fill_of_a_tall_real_figure_is_another_pictur
         assert compare_pictures(labelled, copy).same
 
 
+
+def test_a_small_label_in_a_large_real_figure_counts_in_the_figure_s_own_pixels():
+    """We-Math 3steps/160-1 (866x762, a grid in dashed lines) with a '60°' 6 px high on its paper:
+    shrunk to the working size, the label is 7 pixels apart from all the other's ink, under the
+    10 a small figure's label needs. Counted in the figure's own pixels (``_apart_limit``) it is
+    ~26, and the pictures are different (it was merged as a copy). Copies of the labelled figure
+    (JPEG, a 70% resize, a re-scan) stay the same picture."""
+    from PIL import ImageDraw, ImageFont
+
+    original = (pp.CORPORA / "wemath" / "data" / "3steps" / "image" / "160-1.png").read_bytes()
+    im = pp.rgb(original)
+    font = ImageFont.truetype(pp.font_path(), 8)
+    left, top, _, _ = font.getbbox("60°")
+    ImageDraw.Draw(im).text((147 - left, 429 - top), "60°", font=font, fill=(0, 0, 0))
+    labelled = pp.png(im)
+    verdict = compare_pictures(original, labelled)
+    assert not verdict.same and verdict.kind == "added-ink", verdict
+    limit_a, limit_b = verdict.measure["apart_limits"]
+    assert verdict.measure["apart_b"] >= limit_b and limit_b < ink.APART_INK
+    assert verdict.measure["apart_b"] < ink.APART_INK  # what the working size alone reads
+    small = im.resize((round(im.width * 0.7), round(im.height * 0.7)), pp.Image.Resampling.LANCZOS)
+    for copy in (pp.jpeg(im, 85), pp.png(small), pp.rescan(im, random.Random(0))):
+        assert compare_pictures(labelled, copy).same
 @pytest.mark.parametrize("first, second", [
     (("peach", "plum", 0, 21), ("orange", "plum", 0, 22)),
     (("orange", "apple", 1, 31), ("peach", "apple", 1, 32)),

@@ -22,7 +22,9 @@ coincide with it everywhere.
    scanner specks make tiny clusters, next to the other's strokes; a label of a few characters,
    a number, an arrow or another drawing makes a cluster of ``LABEL_INK`` pixels or more, or
    one with ``APART_INK`` pixels on the other's paper (farther than ``APART`` from its ink: a
-   small label), and then the pictures are different.
+   small label; counted in the picture's own pixels where the working size shrank it, so a
+   label small in a large figure counts as it does in a small one), and then the pictures are
+   different.
 
 A pair that differs gets a second look (``_second_look``) at the lower of the two ink levels
 and at the coarser picture's own pixel, as far as two copies of a small figure can agree: at the
@@ -54,7 +56,9 @@ CLUSTER_GAP = 3  # pixels: unmatched ink this close is one cluster (the characte
 LABEL_INK = 22  # unmatched ink pixels in one cluster that make the pictures different, or
 TRACE_LEVEL = 0.08  # inkness of a trace of ink (paper is below)
 APART = 4  # pixels: unmatched ink farther than this from all the other's ink is on its paper
-APART_INK = 10  # this many of one cluster's pixels on the other's paper (a small label)
+APART_INK = 10  # this many of one cluster's pixels on the other's paper (a small label), in the
+# picture's own pixels where the working size shrank it (``_apart_limit``), but at least
+APART_FLOOR = 4  # working pixels
 FAINT_APART = 0.35  # inkness from which ink on the other's bare paper counts (thin grey lines)
 OTHER_DRAWING = 0.2  # share of a picture's ink left unmatched from which it is another drawing
 MIN_CONTRAST = 24  # grey levels between paper and ink below which a picture is blank
@@ -693,11 +697,20 @@ def _judge(a: InkPicture, fixed: np.ndarray, fixed_levels: tuple, b: InkPicture,
     outside = 0 if rho is None else _outside(b, warp, fixed.shape)
     extra_b += outside
     apart_b = max(apart_b, outside)
-    # in units of the decision: a cluster of LABEL_INK, or one with APART_INK apart from all ink
-    score = (max(max(cluster_a, cluster_b, holes_a, holes_b) / LABEL_INK, max(apart_a, apart_b) / APART_INK),
+    # in units of the decision: a cluster of LABEL_INK, or one with its side's apart limit
+    score = (max(max(cluster_a, cluster_b, holes_a, holes_b) / LABEL_INK,
+                 apart_a / _apart_limit(a), apart_b / _apart_limit(b)),
              extra_a + extra_b)
     return _Judgement(score, warp, rho, extra_a, cluster_a, apart_a, extra_b, cluster_b, apart_b,
                       max(holes_a, holes_b), fixed, moved)
+
+
+def _apart_limit(picture: InkPicture) -> float:
+    """Working pixels of one cluster on the other's bare paper from which ``picture`` shows a mark
+    the other lacks: ``APART_INK`` of its own pixels where the working size shrank it (a 6-pixel
+    "60°" in an 866-pixel figure is 7 working pixels), never under ``APART_FLOOR``. Copies leave
+    no ink on bare paper: JPEG's and a scanner's specks lie next to strokes or are single pixels."""
+    return max(float(APART_FLOOR), APART_INK * min(1.0, picture.pixel) ** 2)
 
 
 def _darkened(canvas: np.ndarray, gain: float) -> np.ndarray:
@@ -706,9 +719,10 @@ def _darkened(canvas: np.ndarray, gain: float) -> np.ndarray:
     return canvas * np.float32(gain)
 
 
-def _alone(canvas: np.ndarray, picture: InkPicture) -> InkPicture:
-    """A picture of this canvas alone (its surroundings made for this pair), read as ``picture``."""
-    return InkPicture(canvas, int((canvas >= INK_LEVEL).sum()), picture.contrast, picture.exact)
+def _alone(canvas: np.ndarray, picture: InkPicture, pixel: float = 1.0) -> InkPicture:
+    """A picture of this canvas alone (its surroundings made for this pair), read as ``picture``,
+    one of its own pixels spanning ``pixel`` of the canvas's."""
+    return InkPicture(canvas, int((canvas >= INK_LEVEL).sum()), picture.contrast, picture.exact, pixel)
 
 
 def _blobs_unmatched(canvas: np.ndarray, other: np.ndarray) -> int:
@@ -768,7 +782,10 @@ def _second_look(a: InkPicture, b: InkPicture, fixed: np.ndarray, moving: np.nda
         changed["pixel"] = round(coarse, 2)
     if not changed:
         return None
-    judged = _judge(_alone(fixed, a), fixed, _levels(fixed), _alone(moving, b), moving, warp, best.rho)
+    # at the working size, apart ink is counted as there (``_apart_limit``); shrunk, by the limit
+    pixels = (1.0, 1.0) if "pixel" in changed else (a.pixel, b.pixel)
+    judged = _judge(_alone(fixed, a, pixels[0]), fixed, _levels(fixed), _alone(moving, b, pixels[1]), moving, warp,
+                    best.rho)
     if "pixel" in changed and judged.score[0] < 1:
         # what the shrunk look forgave must be what resampling does: ink left unmatched at the
         # working size that is thicker than the coarser picture's pixel, or a blob where the
@@ -902,6 +919,9 @@ def _compare_readings(a: InkPicture, b: InkPicture) -> InkVerdict:
         "turn": round(float(np.degrees(np.arctan2(linear[1, 0] - linear[0, 1], linear[0, 0] + linear[1, 1]))), 2),
     }
     measure.update(changed)
+    limits = [round(_apart_limit(a), 2), round(_apart_limit(b), 2)]
+    if "pixel" not in changed and min(limits) < APART_INK:
+        measure["apart_limits"] = limits
     if best.score[0] < 1:
         # colours are read on the canvases at their own size
         recoloured = _recoloured(a, b, fixed, warp) if "pixel" in changed else \
