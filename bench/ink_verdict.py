@@ -9,7 +9,9 @@ copies (should be same): jpeg (re-encoded at quality 60-90), resize (70%), resca
 paper, a 0.6 degree turn, noise, wider margins, slight blur, JPEG), margins (margins cut to the
 ink or widened), tone (another tone curve: gamma 0.7 or 1.4 on every channel);
 different (should not be): label (one label, "75°", "x = 3", "4 cm", ..., drawn in the ink's
-colour at the height of the figure's own text, where the figure has paper), nearest (the nearest
+colour at the height of the figure's own text, where the figure has paper), relabel (the figure
+with one label and with another of the same size at the same place: "x = 3" / "x = 5", "45°" /
+"60°", "2 cm" / "2 in.", ...), nearest (the nearest
 other figure of the sample by 64-bit average hash), frame (two different figures pasted in the
 same frame beside a shared one, with a title).
 

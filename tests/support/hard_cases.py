@@ -15,15 +15,18 @@ different (``should_merge=False``: another question's picture, dedup must never 
                   the figure's own style: its font size matched to the height of the figure's
                   own text (connected components of ink), in the figure's ink colour, placed in
                   empty space near the drawing;
+    ``other_label``   the same figure with one label and with another of the same kind at the
+                  same place, in the figure's own style ("45°" / "60°", "x = 3" / "x = 5",
+                  "4 cm" / "6 cm", ...): a is the figure with the first, b with the second;
     ``nearest_other`` the nearest OTHER real figure by a 64-bit average hash (the same picture
                   found twice in the corpora, byte- or pixel-identical or nearly so, is never
                   taken as "other");
     ``shared_frame``  one frame, different real figures inside: "Set A / Set B (/ Figure)"
                   panels, or a 3x3 grid with a "?"; every panel differs, or only one.
 
-``a`` is the real file as the corpus has it (the frames are drawn here); ``b`` is made from the
-figure flattened on white (a labelled figure is always a PNG: only the label differs). Same
-kind, n and seed: the same bytes (``cases``).
+``a`` is the real file as the corpus has it (the frames, and other_label's first label, are drawn
+here); ``b`` is made from the figure flattened on white (a labelled figure is always a PNG: only
+the label differs). Same kind, n and seed: the same bytes (``cases``).
 
 ``measure(kinds, n, seed)`` runs the real ingest (a ``python:`` source, ``records`` below, allowed
 by name in ``STEMFORGE_PYTHON_SOURCES`` for the call), the filter, image-index and dedup stages
@@ -54,7 +57,7 @@ except ImportError:  # loaded by path (a python: source) where tests/ is not on 
     CORPORA = (Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora").resolve()
 
 COPIES = ("jpeg", "resize", "rescan", "crop")
-DIFFERENT = ("added_label", "label_on_fill", "nearest_other", "shared_frame")
+DIFFERENT = ("added_label", "label_on_fill", "nearest_other", "shared_frame", "other_label")
 KINDS = COPIES + DIFFERENT
 SHOULD_MERGE = {k: k in COPIES for k in KINDS}
 # goals of issue 29: share of pairs merged (copies at least, different pictures at most)
@@ -483,6 +486,36 @@ def make_added_label(fig: Figure, rng: np.random.Generator) -> tuple[bytes, str]
     return _write_label(fig, rng, on_paper)
 
 
+# two labels a figure may give at one place (the second never a prefix of the first's strokes)
+OTHER_LABELS = (("45°", "60°"), ("x = 3", "x = 5"), ("4 cm", "6 cm"), ("2m", "5 m"), ("75°", "30°"),
+                ("h = 7", "y = 2"), ("120°", "150°"))
+
+
+def make_other_label(fig: Figure, rng: np.random.Generator) -> tuple[bytes, bytes, str] | None:
+    """(a, b, origin): the figure with one label of ``OTHER_LABELS`` and with the other at the
+    same place, in its own text style, where ``make_added_label`` would put one; PNG both."""
+    im = figure_image(fig)
+    height, colour = text_style(im)
+    if height is None:
+        return None
+    first, second = OTHER_LABELS[int(rng.integers(len(OTHER_LABELS)))]
+    serif = bool(rng.random() < 0.5)
+    font = font_for(height, serif)
+    boxes = [font.getbbox(text) for text in (first, second)]
+    size = (max(r - left for left, _, r, _ in boxes), max(b - top for _, top, _, b in boxes))
+    spot = place_label(im, size, height, rng)
+    if spot is None:
+        return None
+    pages = []
+    for text, (left, top, _, _) in zip((first, second), boxes):
+        page = im.copy()
+        ImageDraw.Draw(page).text((spot[0] - left, spot[1] - top), text, font=font, fill=colour)
+        pages.append(encode(page, "PNG"))
+    style = "serif" if serif else "sans"
+    return pages[0], pages[1], (f"label {first!r} / {second!r} at {spot}, text {height} px, {style} {font.size} pt, "
+                                f"ink {colour}")
+
+
 def place_on_fill(im: Image.Image, size: tuple[int, int], colour: tuple[int, int, int],
                   rng: np.random.Generator) -> tuple[tuple[int, int], int] | None:
     """(top-left corner, grey) of a ``size`` box, with a margin of 3 px, that lies wholly on one
@@ -659,6 +692,8 @@ def _cases(kind: str, n: int, seed: int) -> tuple[HardCase, ...]:
             made = make_added_label(fig, rng)
         elif kind == "label_on_fill":
             made = make_label_on_fill(fig, rng)
+        elif kind == "other_label":
+            made = make_other_label(fig, rng)
         elif kind == "nearest_other":
             k = index_of[fig.sha]
             if k in taken:
@@ -671,8 +706,8 @@ def _cases(kind: str, n: int, seed: int) -> tuple[HardCase, ...]:
                 made = (other.data, f"nearest other: {other.name}, average-hash hamming {d}")
         if made is None:
             continue  # no room for a label, no other figure: the next figure
-        b, how = made
-        out.append(HardCase(kind, SHOULD_MERGE[kind], fig.data, b, f"{fig.name}: {how}"))
+        a, b, how = made if len(made) == 3 else (fig.data, *made)
+        out.append(HardCase(kind, SHOULD_MERGE[kind], a, b, f"{fig.name}: {how}"))
         i += 1
     return tuple(out)
 

@@ -16,7 +16,7 @@ CORPORA = (Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora").re
 FOLDERS = ("wemath/data", "gaokao-mm/Data", "scemqa/Multiple_Choice", "opendsa-html/Exercises")
 LABELS = ("75°", "x = 3", "4 cm", "45°", "2m", "∠1 = 50°", "12", "AB", "3.5", "y = 2x", "60°")
 COPIES = ("jpeg", "resize", "rescan", "margins", "tone")
-DIFFERENT = ("label", "nearest", "frame")
+DIFFERENT = ("label", "relabel", "nearest", "frame")
 
 
 def font_path() -> str:
@@ -166,25 +166,53 @@ def add_label(im: Image.Image, rng: random.Random) -> bytes:
     probe = ImageDraw.Draw(im)
     left, top, right, bottom = probe.textbbox((0, 0), text, font=font)
     tw, th = right - left, bottom - top
+    x0, y0, x1, y1 = ink_box(im)
+    spot = paper_spot(im, rng, tw, th)
+    if spot is None:  # no paper inside: beside the ink box
+        spot = (max(0, x0), max(0, min(im.height - th - 1, y1 + 2)))
+    x, y = spot
+    out = im.copy()
+    ImageDraw.Draw(out).text((x - left, y - top), text, font=font, fill=ink_colour(im))
+    return png(out)
+
+
+def paper_spot(im: Image.Image, rng: random.Random, tw: int, th: int) -> tuple[int, int] | None:
+    """A place for a tw x th label on bare paper (3 px of it around) about the figure's ink box."""
     grey = np.asarray(im.convert("L"), dtype=np.int64)
     paper = int(np.bincount(grey.ravel(), minlength=256).argmax())
     busy = np.abs(grey - paper) > 30
     x0, y0, x1, y1 = ink_box(im)
-    out = im.copy()
-    spots = []
     for _ in range(400):
         x = rng.randint(max(0, x0 - tw // 2), max(0, min(im.width - tw - 1, x1 - tw // 2)))
         y = rng.randint(max(0, y0 - th // 2), max(0, min(im.height - th - 1, y1 - th // 2)))
         area = busy[max(0, y - 3): y + th + 3, max(0, x - 3): x + tw + 3]
         if area.size and not area.any():
-            spots.append((x, y))
-            if len(spots) >= 1:
-                break
-    if not spots:  # no paper inside: beside the ink box
-        spots = [(max(0, x0), max(0, min(im.height - th - 1, y1 + 2)))]
-    x, y = spots[0]
-    ImageDraw.Draw(out).text((x - left, y - top), text, font=font, fill=ink_colour(im))
-    return png(out)
+            return x, y
+    return None
+
+
+# labels of one size that a figure may give at one place: two questions that differ by one label
+RELABELS = (("2 cm", "2 in."), ("45°", "60°"), ("x = 3", "x = 5"), ("AB", "CD"), ("4 cm", "4 m"), ("12", "15"),
+            ("cafe", "park"))
+
+
+def relabelled(im: Image.Image, rng: random.Random) -> tuple[bytes, bytes] | None:
+    """The figure with one label and with another (``RELABELS``) at the same place, on its paper,
+    in its ink colour at its text height; None when it has no paper for one."""
+    first, second = rng.choice(RELABELS)
+    font = ImageFont.truetype(font_path(), max(8, round(text_height(im) * 1.35)))
+    probe = ImageDraw.Draw(im)
+    boxes = [probe.textbbox((0, 0), text, font=font) for text in (first, second)]
+    tw, th = max(b[2] - b[0] for b in boxes), max(b[3] - b[1] for b in boxes)
+    spot = paper_spot(im, rng, tw, th)
+    if spot is None:
+        return None
+    out = []
+    for text, (left, top, _, _) in zip((first, second), boxes):
+        page = im.copy()
+        ImageDraw.Draw(page).text((spot[0] - left, spot[1] - top), text, font=font, fill=ink_colour(im))
+        out.append(png(page))
+    return out[0], out[1]
 
 
 def average_hash(im: Image.Image) -> int:
@@ -225,6 +253,10 @@ def make_pairs(paths: list[Path], seed: int):
         yield "rescan", name, data, rescan(im, rng)
         yield "margins", name, data, margins(im, rng)
         yield "label", name, data, add_label(im, rng)
+        # its own random stream: the other classes' pairs stay those of a seed
+        two = relabelled(im, random.Random(f"{seed}-relabel-{k}"))
+        if two is not None:
+            yield "relabel", name, *two
         # the nearest other figure that is another drawing: a corpus holds the same figure twice
         # (SceMQA Math/139.jpg and 140.jpg differ by a column of paper), and that is a copy
         others = sorted((j for j in range(len(images)) if j != k and images[j][1] != data),

@@ -24,7 +24,11 @@ coincide with it everywhere.
    one with ``APART_INK`` pixels on the other's paper (farther than ``APART`` from its ink: a
    small label; counted in the picture's own pixels where the working size shrank it, so a
    label small in a large figure counts as it does in a small one), and then the pictures are
-   different.
+   different;
+4. for a pair that passes, compare again tile by tile (``_changed_ink``): each tile aligned on
+   its own, a copy's strokes lie within ``FINE_TOLERANCE``; ink of each that the other lacks at
+   one place (``CHANGED_INK`` pixels of both) is another label written there ('45°' for '60°'),
+   which the whole picture's tolerance lets pass.
 
 A pair that differs gets a second look (``_second_look``) at the lower of the two ink levels
 and at the coarser picture's own pixel, as far as two copies of a small figure can agree: at the
@@ -89,12 +93,16 @@ MARK = 0.2  # ink this much darker than the other's least ink around it is a mar
 SOURCE_PIXEL = 2.0  # working pixels a picture's own pixel may span in a comparison (``_second_look``)
 BLOB = 3  # working pixels (of the second look's canvases): ink holding a disc of this radius is a blob
 MISALIGNED = 2.0  # an alignment leaving this many times more unmatched ink than another is not the pair's
+FINE_TOLERANCE = 1  # pixels: a copy's ink lies within this of the other's once a tile is aligned
+FINE_TILE = 16  # pixels: tiles aligned on their own, each by at most
+FINE_REACH = 2  # pixels each way (chosen over the tile and its neighbours)
+CHANGED_INK = 5  # pixels of each picture's ink unmatched so at one place: another label there
 
 
 @dataclass(frozen=True)
 class InkVerdict:
     same: bool
-    kind: str  # identical, copy, added-ink, other-drawing, blank, undecodable
+    kind: str  # identical, copy, added-ink, changed-ink, other-drawing, recoloured, blank, undecodable
     measure: dict = field(default_factory=dict)
 
 
@@ -801,6 +809,66 @@ def _second_look(a: InkPicture, b: InkPicture, fixed: np.ndarray, moving: np.nda
     return replace(judged, warp=best.warp), changed
 
 
+def _changed_ink(fixed: np.ndarray, moved: np.ndarray) -> int:
+    """The most ink that both canvases have at one place (a cluster, ``CLUSTER_GAP``) and the
+    other lacks there, each side's counted apart (the least of the two): strong ink that finds no
+    ink of the other (at ``NEAR_LEVEL``) within ``FINE_TOLERANCE``, each ``FINE_TILE`` tile shifted
+    by the whole pixels (at most ``FINE_REACH``) that leave its 3x3 tiles the least such ink.
+
+    ``TOLERANCE`` absorbs what one alignment of the whole picture leaves, and so lets another
+    label written at the same place pass ('45°' for '60°', 'cm' for 'in.': their strokes lie
+    within 2 pixels of each other's). Aligned tile by tile, a copy's strokes lie within a pixel;
+    where they do not (a re-scan's blur thickens them, a resize thins them), the ink left is one
+    copy's alone. Another label leaves ink of each that the other lacks, at one place."""
+    cv2 = _cv2()
+    tile, reach = FINE_TILE, FINE_REACH
+    h, w = fixed.shape
+    rows, cols = -(-h // tile), -(-w // tile)
+
+    def grid(mask: np.ndarray, pad: int = 0) -> np.ndarray:
+        out = np.zeros((rows * tile + 2 * pad, cols * tile + 2 * pad), bool)
+        out[pad:pad + h, pad:pad + w] = mask
+        return out
+
+    disc = _disc(FINE_TOLERANCE)
+    fixed_strong, fixed_bare = grid(fixed >= INK_LEVEL), ~grid(cv2.dilate(fixed, disc) >= NEAR_LEVEL)
+    moved_strong = grid(moved >= INK_LEVEL, reach)
+    moved_bare = ~grid(cv2.dilate(moved, disc) >= NEAR_LEVEL, reach)
+    shifts = sorted(((dy, dx) for dy in range(-reach, reach + 1) for dx in range(-reach, reach + 1)),
+                    key=lambda s: (abs(s[0]) + abs(s[1]), s))  # a tie keeps the smaller shift
+
+    def missing(dy: int, dx: int) -> tuple[np.ndarray, np.ndarray]:
+        y, x = reach - dy, reach - dx
+        window = (slice(y, y + rows * tile), slice(x, x + cols * tile))
+        return fixed_strong & moved_bare[window], moved_strong[window] & fixed_bare
+
+    least = choice = None
+    for k, shift in enumerate(shifts):
+        of_fixed, of_moved = missing(*shift)
+        cost = (of_fixed | of_moved).reshape(rows, tile, cols, tile).sum(axis=(1, 3), dtype=np.int32)
+        around = cv2.boxFilter(cost.astype(np.float32), -1, (3, 3), normalize=False, borderType=cv2.BORDER_CONSTANT)
+        if least is None:
+            least, choice = around, np.zeros((rows, cols), np.int32)
+        else:
+            better = around < least
+            least = np.where(better, around, least)
+            choice[better] = k
+    lacking_fixed = np.zeros((rows * tile, cols * tile), bool)
+    lacking_moved = np.zeros_like(lacking_fixed)
+    for k in np.unique(choice).tolist():
+        chosen = np.repeat(np.repeat(choice == k, tile, axis=0), tile, axis=1)
+        of_fixed, of_moved = missing(*shifts[k])
+        lacking_fixed |= of_fixed & chosen
+        lacking_moved |= of_moved & chosen
+    either = np.ascontiguousarray((lacking_fixed | lacking_moved)[:h, :w]).view(np.uint8)
+    if not either.any():
+        return 0
+    count, labels = cv2.connectedComponents(cv2.dilate(either, _disc(CLUSTER_GAP)), connectivity=8)
+    of_fixed = np.bincount(labels[lacking_fixed[:h, :w]], minlength=count)
+    of_moved = np.bincount(labels[lacking_moved[:h, :w]], minlength=count)
+    return int(np.minimum(of_fixed, of_moved)[1:].max(initial=0))
+
+
 def _scaled_start(fixed: tuple[int, int], moving: tuple[int, int]) -> np.ndarray | None:
     """Where ECC starts a second time for two ink boxes of other shapes: the fixed canvas scaled
     by the ratio of the boxes' longer sides, centred on the moving one; None for boxes of one
@@ -922,6 +990,12 @@ def _compare_readings(a: InkPicture, b: InkPicture) -> InkVerdict:
     limits = [round(_apart_limit(a), 2), round(_apart_limit(b), 2)]
     if "pixel" not in changed and min(limits) < APART_INK:
         measure["apart_limits"] = limits
+    if best.score[0] < 1 and "pixel" not in changed:
+        # not at the coarser picture's pixel (the shrunk look): a demo number line of 5-px
+        # labels, shrunk from 5.8 working pixels a pixel, left 8 of each against its copy
+        measure["changed_ink"] = _changed_ink(best.fixed, best.moved)
+        if measure["changed_ink"] >= CHANGED_INK:
+            return InkVerdict(False, "changed-ink", measure)
     if best.score[0] < 1:
         # colours are read on the canvases at their own size
         recoloured = _recoloured(a, b, fixed, warp) if "pixel" in changed else \
