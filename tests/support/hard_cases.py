@@ -491,6 +491,18 @@ OTHER_LABELS = (("45°", "60°"), ("x = 3", "x = 5"), ("4 cm", "6 cm"), ("2m", "
                 ("h = 7", "y = 2"), ("120°", "150°"))
 
 
+def pages_with_labels(im: Image.Image, spot: tuple[int, int], texts: Iterable[str], boxes: Iterable[tuple],
+                      font: ImageFont.FreeTypeFont, colour: tuple[int, int, int]) -> list[Image.Image]:
+    """A copy of ``im`` per text, the text written with its ink box's top-left corner at ``spot``
+    (``boxes``: each text's bounding box in ``font``)."""
+    pages = []
+    for text, (left, top, _, _) in zip(texts, boxes):
+        page = im.copy()
+        ImageDraw.Draw(page).text((spot[0] - left, spot[1] - top), text, font=font, fill=colour)
+        pages.append(page)
+    return pages
+
+
 def make_other_label(fig: Figure, rng: np.random.Generator) -> tuple[bytes, bytes, str] | None:
     """(a, b, origin): the figure with one label of ``OTHER_LABELS`` and with the other at the
     same place, in its own text style, where ``make_added_label`` would put one; PNG both."""
@@ -506,11 +518,7 @@ def make_other_label(fig: Figure, rng: np.random.Generator) -> tuple[bytes, byte
     spot = place_label(im, size, height, rng)
     if spot is None:
         return None
-    pages = []
-    for text, (left, top, _, _) in zip((first, second), boxes):
-        page = im.copy()
-        ImageDraw.Draw(page).text((spot[0] - left, spot[1] - top), text, font=font, fill=colour)
-        pages.append(encode(page, "PNG"))
+    pages = [encode(page, "PNG") for page in pages_with_labels(im, spot, (first, second), boxes, font, colour)]
     style = "serif" if serif else "sans"
     return pages[0], pages[1], (f"label {first!r} / {second!r} at {spot}, text {height} px, {style} {font.size} pt, "
                                 f"ink {colour}")

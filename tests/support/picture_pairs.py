@@ -207,12 +207,10 @@ def relabelled(im: Image.Image, rng: random.Random) -> tuple[bytes, bytes] | Non
     spot = paper_spot(im, rng, tw, th)
     if spot is None:
         return None
-    out = []
-    for text, (left, top, _, _) in zip((first, second), boxes):
-        page = im.copy()
-        ImageDraw.Draw(page).text((spot[0] - left, spot[1] - top), text, font=font, fill=ink_colour(im))
-        out.append(png(page))
-    return out[0], out[1]
+    from support.hard_cases import pages_with_labels
+
+    one, other = pages_with_labels(im, spot, (first, second), boxes, font, ink_colour(im))
+    return png(one), png(other)
 
 
 def average_hash(im: Image.Image) -> int:
