@@ -43,7 +43,7 @@ def test_copies_of_real_figures_are_the_same_picture(pairs, kind):
         assert verdict.same and verdict.kind in ("copy", "identical"), (kind, name, verdict)
 
 
-# another label at the same place is told apart in about two thirds of the pairs
+# another label at the same place is told apart in about three quarters of the pairs
 # (bench/ink_verdict.py); test_another_label_at_the_same_place_of_a_real_graph_is_another_picture
 @pytest.mark.parametrize("kind", [kind for kind in pp.DIFFERENT if kind != "relabel"])
 def test_an_added_label_or_another_drawing_is_another_picture(pairs, kind):
@@ -273,7 +273,6 @@ def test_a_label_in_small_text_on_a_fill_of_a_tall_real_figure_is_another_pictur
         assert compare_pictures(labelled, copy).same
 
 
-
 def test_changed_ink_needs_ink_of_each_that_the_other_lacks_at_one_place():
     """``_changed_ink``: a stroke thickened in one copy leaves ink of that copy alone (0); a shift
     of a whole tile by up to ``FINE_REACH`` is aligned away (0); a bar where the other has a
@@ -343,6 +342,8 @@ def test_a_small_label_in_a_large_real_figure_counts_in_the_figure_s_own_pixels(
     small = im.resize((round(im.width * 0.7), round(im.height * 0.7)), pp.Image.Resampling.LANCZOS)
     for copy in (pp.jpeg(im, 85), pp.png(small), pp.rescan(im, random.Random(0))):
         assert compare_pictures(labelled, copy).same
+
+
 @pytest.mark.parametrize("first, second", [
     (("peach", "plum", 0, 21), ("orange", "plum", 0, 22)),
     (("orange", "apple", 1, 31), ("peach", "apple", 1, 32)),

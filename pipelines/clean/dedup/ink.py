@@ -850,14 +850,13 @@ def _changed_ink(fixed: np.ndarray, moved: np.ndarray) -> int:
         if least is None:
             least, choice = around, np.zeros((rows, cols), np.int32)
         else:
-            better = around < least
-            least = np.where(better, around, least)
-            choice[better] = k
+            choice[around < least] = k
+            least = np.minimum(least, around)
     lacking_fixed = np.zeros((rows * tile, cols * tile), bool)
     lacking_moved = np.zeros_like(lacking_fixed)
     for k in np.unique(choice).tolist():
         chosen = np.repeat(np.repeat(choice == k, tile, axis=0), tile, axis=1)
-        of_fixed, of_moved = missing(*shifts[k])
+        of_fixed, of_moved = missing(*shifts[k])  # again: cheaper than keeping every shift's masks
         lacking_fixed |= of_fixed & chosen
         lacking_moved |= of_moved & chosen
     either = np.ascontiguousarray((lacking_fixed | lacking_moved)[:h, :w]).view(np.uint8)
@@ -990,13 +989,13 @@ def _compare_readings(a: InkPicture, b: InkPicture) -> InkVerdict:
     limits = [round(_apart_limit(a), 2), round(_apart_limit(b), 2)]
     if "pixel" not in changed and min(limits) < APART_INK:
         measure["apart_limits"] = limits
-    if best.score[0] < 1 and "pixel" not in changed:
-        # not at the coarser picture's pixel (the shrunk look): a demo number line of 5-px
-        # labels, shrunk from 5.8 working pixels a pixel, left 8 of each against its copy
-        measure["changed_ink"] = _changed_ink(best.fixed, best.moved)
-        if measure["changed_ink"] >= CHANGED_INK:
-            return InkVerdict(False, "changed-ink", measure)
     if best.score[0] < 1:
+        if "pixel" not in changed:
+            # not at the coarser picture's pixel (the shrunk look): a demo number line of 5-px
+            # labels, shrunk from 5.8 working pixels a pixel, left 8 of each against its copy
+            measure["changed_ink"] = _changed_ink(best.fixed, best.moved)
+            if measure["changed_ink"] >= CHANGED_INK:
+                return InkVerdict(False, "changed-ink", measure)
         # colours are read on the canvases at their own size
         recoloured = _recoloured(a, b, fixed, warp) if "pixel" in changed else \
             _recoloured(a, b, best.fixed, warp, best.moved)
