@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +12,7 @@ import pytest
 from pipelines.evaluation.metrics import compute_metrics, reliability_table
 from pipelines.profiles.report import MODEL_COLORS, render_report, write_report
 from pipelines.evaluation.smartscore import SmartScoreRules, exam_scores
+from support.chromium import run_headless
 
 EVIL_SKILL = "<script>alert('skill')</script>"
 EVIL_MODEL = 'model "<img src=x onerror=alert(1)>" $x$'
@@ -234,40 +233,11 @@ def test_empty_report_renders():
     assert "No evaluation results" in text and "<svg" not in text
 
 
-def chromium() -> str:
-    for name in ("chromium", "chromium-browser"):
-        found = shutil.which(name)
-        if found:
-            return found
-    pytest.fail("Debian's chromium package is not installed; `make test` installs it")
-
-
 def screenshot(html_path: Path, tmp_path: Path, name: str) -> np.ndarray:
     from PIL import Image
 
     png = tmp_path / f"{name}.png"
-    profile = tmp_path / f"profile-{name}"
-    profile.mkdir()
-    subprocess.run(
-        [
-            chromium(),
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={profile}",
-            f"--screenshot={png}",
-            "--window-size=1200,3000",
-            html_path.resolve().as_uri(),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    run_headless([f"--screenshot={png}", "--window-size=1200,3000", html_path.resolve().as_uri()], tmp_path / f"profile-{name}")
     return np.asarray(Image.open(png).convert("RGB")).astype(np.int16)
 
 
@@ -328,14 +298,7 @@ def labels_outside_their_plot(html_path: Path, tmp_path: Path) -> dict:
 
     probe = tmp_path / f"probe-{html_path.name}"
     probe.write_text(html_path.read_text(encoding="utf-8").replace("</body>", LABEL_EXTENT_SCRIPT + "</body>"), encoding="utf-8")
-    profile = tmp_path / f"profile-probe-{html_path.stem}"
-    profile.mkdir()
-    done = subprocess.run(
-        [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}", "--window-size=1200,3000",
-         "--dump-dom", probe.resolve().as_uri()],
-        check=True, capture_output=True, text=True, timeout=120,
-    )
+    done = run_headless(["--window-size=1200,3000", "--dump-dom", probe.resolve().as_uri()], tmp_path / f"profile-probe-{html_path.stem}")
     found = re.search(r'<pre id="label-extents">(.*?)</pre>', done.stdout, re.S)
     assert found, done.stdout[-500:]
     return json.loads(html_lib.unescape(found.group(1)))
@@ -410,14 +373,7 @@ def tables_wider_than_the_page(html_path: Path, tmp_path: Path, width: int = 100
 
     probe = tmp_path / f"tables-{html_path.name}"
     probe.write_text(html_path.read_text(encoding="utf-8").replace("</body>", TABLE_EXTENT_SCRIPT + "</body>"), encoding="utf-8")
-    profile = tmp_path / f"profile-tables-{html_path.stem}"
-    profile.mkdir()
-    done = subprocess.run(
-        [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}", f"--window-size={width},2000",
-         "--dump-dom", probe.resolve().as_uri()],
-        check=True, capture_output=True, text=True, timeout=120,
-    )
+    done = run_headless([f"--window-size={width},2000", "--dump-dom", probe.resolve().as_uri()], tmp_path / f"profile-tables-{html_path.stem}")
     found = re.search(r'<pre id="table-extents">(.*?)</pre>', done.stdout, re.S)
     assert found, done.stdout[-500:]
     return json.loads(html_lib.unescape(found.group(1)))
