@@ -344,6 +344,50 @@ def test_a_small_label_in_a_large_real_figure_counts_in_the_figure_s_own_pixels(
         assert compare_pictures(labelled, copy).same
 
 
+@pytest.mark.parametrize("texts", [("x = 3", "x = 5"), ("45°", "60°")])
+def test_another_label_in_a_large_real_figure_is_found_at_the_figure_s_own_pixel(texts):
+    """We-Math 2steps/342-1 (1476x804) with one label and with another at one place, in its text
+    height (30 px): shrunk 2.6 times to the working size, the digits are 11 pixels high and what
+    each lacks of the other is a pixel or two (``changed_ink`` under ``CHANGED_INK``; it was
+    merged as a copy). Read again at the figure's own pixel (``_finer_look``, at most
+    ``FINER_MOST`` times the working size), each keeps strokes the other lacks. Copies of a
+    labelled page (JPEG, a 70% resize, a re-scan) stay copies there."""
+    from PIL import ImageFont
+
+    from support.hard_cases import pages_with_labels
+
+    im = pp.rgb((pp.CORPORA / "wemath" / "data" / "2steps" / "image" / "342-1.png").read_bytes())
+    font = ImageFont.truetype(pp.font_path(), max(8, round(pp.text_height(im) * 1.35)))
+    boxes = [font.getbbox(text) for text in texts]
+    spot = pp.paper_spot(im, random.Random(0), max(b[2] - b[0] for b in boxes), max(b[3] - b[1] for b in boxes))
+    pages = pages_with_labels(im, spot, texts, boxes, font, pp.ink_colour(im))
+    verdict = compare_pictures(pp.png(pages[0]), pp.png(pages[1]))
+    assert not verdict.same and verdict.kind == "changed-ink", verdict
+    m = verdict.measure
+    assert m["changed_ink"] < ink.CHANGED_INK <= m["changed_ink_finer"]
+    assert ink.FINER_FROM <= m["finer"] <= ink.FINER_MOST
+    second = pages[1]
+    small = second.resize((round(second.width * 0.7), round(second.height * 0.7)), pp.Image.Resampling.LANCZOS)
+    for copy in (pp.jpeg(second, 85), pp.png(small), pp.rescan(second, random.Random(0))):
+        judged = compare_pictures(pp.png(second), copy)
+        assert judged.same and judged.kind == "copy", judged
+        assert judged.measure.get("changed_ink_finer", 0) < ink.CHANGED_INK
+
+
+def test_only_a_picture_the_working_size_shrank_keeps_its_grey_pixels_for_a_finer_look():
+    """The decoded grey is kept (and counted once in the matcher's memory) only where the
+    working size shrank the picture ``FINER_FROM`` times; its readings share it."""
+    from pipelines.clean.dedup import image_match
+
+    large = ink.ink_picture((pp.CORPORA / "wemath" / "data" / "2steps" / "image" / "342-1.png").read_bytes())
+    assert large.grey is not None and large.grey.shape == (804, 1476) and large.pixel * ink.FINER_FROM <= 1
+    assert image_match._kept_bytes(large) == image_match._reading_bytes(large) + large.grey.nbytes
+    for reading in (large.other_reading, large.border_reading, large.faint_reading):
+        assert reading is None or reading.grey is large.grey
+    small = ink.ink_picture(pp.real_figures(1, seed=0, only_small=True)[0].read_bytes())
+    assert small.pixel > 1 and small.grey is None and image_match._kept_bytes(small) == image_match._reading_bytes(small)
+
+
 @pytest.mark.parametrize("first, second", [
     (("peach", "plum", 0, 21), ("orange", "plum", 0, 22)),
     (("orange", "apple", 1, 31), ("peach", "apple", 1, 32)),

@@ -263,12 +263,17 @@ def _kept_bytes(picture) -> int:
     surroundings (the ink's peak and floor, as many bytes as the ink each, and two masks of a
     quarter of them), its ink's coordinates (two float64 a pixel) and its colours, raw and
     blurred; and those of its other readings (a mid-grey paper, the paper around
-    it, the crop of its faint ink too)."""
+    it, the crop of its faint ink too); and, once, the decoded grey pixels a large picture
+    keeps for a finer look, which its readings share."""
     if isinstance(picture, str):
         return len(picture)
+    return _reading_bytes(picture) + (picture.grey.nbytes if picture.grey is not None else 0)
+
+
+def _reading_bytes(picture) -> int:
     return 7 * picture.inkness.nbytes // 2 + 16 * picture.ink_pixels + \
         (2 * picture.chroma.nbytes if picture.chroma is not None else 0) + \
-        sum(_kept_bytes(other) for other in (picture.other_reading, picture.border_reading, picture.faint_reading)
+        sum(_reading_bytes(other) for other in (picture.other_reading, picture.border_reading, picture.faint_reading)
             if other is not None)
 
 

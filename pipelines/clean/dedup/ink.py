@@ -28,15 +28,20 @@ coincide with it everywhere.
 4. for a pair that passes, compare again tile by tile (``_changed_ink``): each tile aligned on
    its own, a copy's strokes lie within ``FINE_TOLERANCE``; ink of each that the other lacks at
    one place (``CHANGED_INK`` pixels of both) is another label written there ('45°' for '60°'),
-   which the whole picture's tolerance lets pass.
+   which the whole picture's tolerance lets pass. Where the working size shrank both pictures
+   (``FINER_FROM``), the tiles are compared once more at the coarser one's own pixel
+   (``_finer_look``): a label of a few pixels in a large figure is too small there for another
+   digit's strokes to show.
 
 A pair that differs gets a second look (``_second_look``) at the lower of the two ink levels
 and at the coarser picture's own pixel, as far as two copies of a small figure can agree: at the
 alignment that scored best, and at one that leaves ``MISALIGNED`` times less unmatched ink. What
 it forgives must be what resampling does: ink thicker than the coarser picture's pixel left
 unmatched, or a blob against a thin line, still counts.
-The verdict's ``measure`` holds the numbers it read. Everything runs at the working size, so a
-pair costs about the same whatever the pictures' sizes. OpenCV is imported on first use.
+The verdict's ``measure`` holds the numbers it read. Everything but the finer look runs at the
+working size, so a pair costs about the same whatever the pictures' sizes; the finer look, at
+most ``FINER_MOST`` times that size, only for large pictures that pass. OpenCV is imported on
+first use.
 """
 
 from __future__ import annotations
@@ -97,6 +102,8 @@ FINE_TOLERANCE = 1  # pixels: a copy's ink lies within this of the other's once 
 FINE_TILE = 16  # pixels: tiles aligned on their own, each by at most
 FINE_REACH = 2  # pixels each way (chosen over the tile and its neighbours)
 CHANGED_INK = 5  # pixels of each picture's ink unmatched so at one place: another label there
+FINER_FROM = 1.5  # a pair whose pictures both have this many own pixels a working pixel is compared
+FINER_MOST = 2.5  # again finer (``_finer_look``), at most this many times the working size
 
 
 @dataclass(frozen=True)
@@ -127,6 +134,10 @@ class InkPicture:
     border_reading: InkPicture | None = field(default=None, compare=False, repr=False)
     # a picture whose faint ink reaches beyond its ink box cropped to that too
     faint_reading: InkPicture | None = field(default=None, compare=False, repr=False)
+    # what it was read from, to be read again finer (``_finer``): the inkness of each grey level
+    # and, where the working size shrank it (``FINER_FROM``), the decoded grey pixels
+    table: np.ndarray | None = field(default=None, compare=False, repr=False)
+    grey: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 class Undecodable(ValueError):
@@ -192,7 +203,22 @@ def ink_picture(data: bytes) -> InkPicture:
     wider = None if picture.box is None else _faint_box(grey, inkness, picture.box)
     if wider is not None:
         picture = replace(picture, faint_reading=_cropped(grey, rgb, inkness, contrast, wider, exact, dark_paper))
-    return picture
+    return _with_grey(picture, grey) if _readings_shrunk(picture) else picture
+
+
+_READINGS = ("other_reading", "border_reading", "faint_reading")
+
+
+def _readings_shrunk(picture: InkPicture) -> bool:
+    """Whether the working size shrank the picture or one of its readings ``FINER_FROM`` times."""
+    return picture.pixel * FINER_FROM <= 1.0 or any(
+        _readings_shrunk(reading) for name in _READINGS if (reading := getattr(picture, name)) is not None)
+
+
+def _with_grey(picture: InkPicture, grey: np.ndarray) -> InkPicture:
+    """The picture and its other readings, each given the grey pixels it was read from."""
+    readings = {name: _with_grey(reading, grey) for name in _READINGS if (reading := getattr(picture, name)) is not None}
+    return replace(picture, grey=grey, **readings)
 
 
 def _smoothed(histogram: np.ndarray) -> np.ndarray:
@@ -283,7 +309,7 @@ def _cropped(grey: np.ndarray, rgb: np.ndarray, inkness: np.ndarray, contrast: f
             chroma[MARGIN:MARGIN + size[1], MARGIN:MARGIN + size[0]] = cv2.resize(
                 colour, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
     return InkPicture(canvas, int((canvas >= INK_LEVEL).sum()), contrast, exact, float(scale), chroma,
-                      dark_paper=dark_paper, box=found)
+                      dark_paper=dark_paper, box=found, table=inkness)
 
 
 def _levels_where(grey: np.ndarray, table: np.ndarray) -> np.ndarray:
@@ -845,8 +871,11 @@ def _changed_ink(fixed: np.ndarray, moved: np.ndarray) -> int:
     least = choice = None
     for k, shift in enumerate(shifts):
         of_fixed, of_moved = missing(*shift)
-        cost = (of_fixed | of_moved).reshape(rows, tile, cols, tile).sum(axis=(1, 3), dtype=np.int32)
-        around = cv2.boxFilter(cost.astype(np.float32), -1, (3, 3), normalize=False, borderType=cv2.BORDER_CONSTANT)
+        # each tile's mean, exact in float32 (a power of two of pixels), times its pixels
+        mean = cv2.resize(np.bitwise_or(of_fixed, of_moved).view(np.uint8).astype(np.float32), (cols, rows),
+                          interpolation=cv2.INTER_AREA)
+        around = cv2.boxFilter(np.rint(mean * np.float32(tile * tile)), -1, (3, 3), normalize=False,
+                               borderType=cv2.BORDER_CONSTANT)
         if least is None:
             least, choice = around, np.zeros((rows, cols), np.int32)
         else:
@@ -866,6 +895,52 @@ def _changed_ink(fixed: np.ndarray, moved: np.ndarray) -> int:
     of_fixed = np.bincount(labels[lacking_fixed[:h, :w]], minlength=count)
     of_moved = np.bincount(labels[lacking_moved[:h, :w]], minlength=count)
     return int(np.minimum(of_fixed, of_moved)[1:].max(initial=0))
+
+
+def _finer(picture: InkPicture, factor: float, margin: int) -> np.ndarray:
+    """The picture's ink read again from its grey pixels as it was read, at ``factor`` times
+    the working size, with ``margin`` pixels of paper."""
+    cv2 = _cv2()
+    x0, y0, x1, y1 = picture.box
+    box = cv2.LUT(np.ascontiguousarray(picture.grey[y0:y1, x0:x1]), picture.table)
+    scale = picture.pixel * factor
+    size = (max(1, round(box.shape[1] * scale)), max(1, round(box.shape[0] * scale)))
+    canvas = np.zeros((size[1] + 2 * margin, size[0] + 2 * margin), np.float32)
+    canvas[margin:margin + size[1], margin:margin + size[0]] = cv2.resize(
+        box, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
+    return canvas
+
+
+def _finer_look(a: InkPicture, b: InkPicture, warp: np.ndarray, rho: float | None) -> tuple[float, int] | None:
+    """(factor, ``_changed_ink``) of two pictures that the working size shrank, read again from
+    their grey pixels at the coarser one's own pixel (at most ``FINER_MOST`` times the working size)
+    and aligned by ``warp``; None where that is not ``FINER_FROM`` times finer. A label of a few
+    pixels in a large figure ('x = 3' / 'x = 5', 10 px high in a 1,476-px figure) is 4 working
+    pixels high, too few for strokes of another digit to show."""
+    factor = min(FINER_MOST, 1.0 / max(a.pixel, b.pixel))
+    if factor < FINER_FROM or a.grey is None or b.grey is None or a.box is None or b.box is None:
+        return None
+    cv2 = _cv2()
+    margin = int(np.ceil(MARGIN * factor))
+    fixed, moving = _on_common_canvas(_finer(a, factor, margin), _finer(b, factor, margin))
+    # the working canvas's x is the finer one's (x - offset) / factor
+    offset = np.full(2, margin - factor * MARGIN)
+    finer = warp.astype(np.float64).copy()
+    finer[:, 2] = factor * finer[:, 2] + (np.eye(2) - finer[:, :2]) @ offset
+    finer = finer.astype(np.float32)
+
+    def changed_at(w: np.ndarray) -> int:
+        moved = cv2.warpAffine(moving, w, fixed.shape[::-1], flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)
+        return _changed_ink(fixed, moved)
+
+    found = _changed_ink(fixed, moving) if rho is None else changed_at(finer)
+    if found >= CHANGED_INK:
+        # what the working size's alignment left is a working pixel or two, more than a tile's
+        # reach here: aligned again at this size, the least is the pair's
+        refined = _align(fixed, moving, 0.5, 1.0, 15, start=finer)
+        if refined is not None and _trusted(refined[0]):
+            found = min(found, changed_at(refined[0]))
+    return round(factor, 2), found
 
 
 def _scaled_start(fixed: tuple[int, int], moving: tuple[int, int]) -> np.ndarray | None:
@@ -996,6 +1071,11 @@ def _compare_readings(a: InkPicture, b: InkPicture) -> InkVerdict:
             measure["changed_ink"] = _changed_ink(best.fixed, best.moved)
             if measure["changed_ink"] >= CHANGED_INK:
                 return InkVerdict(False, "changed-ink", measure)
+            finer = None if changed else _finer_look(a, b, warp, rho)
+            if finer is not None:
+                measure["finer"], measure["changed_ink_finer"] = finer
+                if finer[1] >= CHANGED_INK:
+                    return InkVerdict(False, "changed-ink", measure)
         # colours are read on the canvases at their own size
         recoloured = _recoloured(a, b, fixed, warp) if "pixel" in changed else \
             _recoloured(a, b, best.fixed, warp, best.moved)
