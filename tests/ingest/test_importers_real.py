@@ -156,6 +156,9 @@ def store(tmp_path):
         ("Select the best answer.\n(a) cat (b) dog (c) bird", "Select the best answer.", ["cat", "dog", "bird"]),
         ("Which is largest? (a) 2 (b)4 (c) 6", "Which is largest?", ["2", "4", "6"]),
         ("Pick one. a) red b) blue c) green d) none", "Pick one.", ["red", "blue", "green", "none"]),
+        # their texts glued to them, as capital labels' may be ("A)5 B)6")
+        ("Which is prime? a)5 b)8 c)9 d)12", "Which is prime?", ["5", "8", "9", "12"]),
+        ("Which?\na)cat\nb)dog", "Which?", ["cat", "dog"]),
         # with capital ones, they belong to the stem
         ("Which are true? (a) x > 0 (b) y > 0\nA. (a) only B. (b) only C. both", "Which are true? (a) x > 0 (b) y > 0",
          ["(a) only", "(b) only", "both"]),
@@ -217,7 +220,7 @@ def test_options_holding_no_label(text):
         "如图 (a), 线圈绕在同一软铁芯上, 电压如图 (b) 所示, 可能正确的是 ( )",
         "The velocity (a) doubles (b) halves",
         "Prove that a) x > 0 and b) y > 0.",  # after a word: the stem's own parts
-        "Which? a)5 b)6",
+        "If g(x)=f(a)x+b)2, find a.",  # after a letter or a bracket: notation
         "Is $(a) x (b) y$ true?",  # inside math
         "$A. x$ and $B. y$",  # inside math
         "\\(A. x\\) and \\(B. y\\)",

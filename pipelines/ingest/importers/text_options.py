@@ -22,7 +22,7 @@ At the start of a line a lower-case letter (``c.``, an OCR slip), a bare letter 
 space (``B $F$ ...``) or a letter in brackets that do not pair (``(A} was used``, ``[B)``) is a
 label too, when every label of the run starts a line. A text with no run of capital labels may
 have lower-case ones in brackets anywhere in a line (``Which? (a) cat (b) dog (c) bird``, or with
-the closing bracket only, ``Which? a) cat b) dog``), when
+the closing bracket only, ``Which? a) cat b) dog``, ``Which? a)5 b)6``), when
 the first starts a line or follows a question's or sentence's end: after a word they name a
 figure's panels (GAOKAO-MM's ``如图 (a), … 如图 (b) 所示``); with a run of capital labels they
 are the stem's (``statements (a)-(c)``).
@@ -154,8 +154,9 @@ def _labels(text: str, regions: list[tuple[int, int]]) -> list[_Label]:
     ]
 
 
-# (a) in brackets, or a) with its closing bracket only, not after a letter or an opening bracket
-_LOWER_IN_BRACKETS = re.compile(r"[(（]([a-z])[)）]|(?<![\w(（\[])([a-z])[)）](?![\w)）])")
+# (a) in brackets, or a) with its closing bracket only (its text may follow with no space, as
+# after "(b)4" and "A)5"), not after a letter or an opening bracket, nor before another bracket
+_LOWER_IN_BRACKETS = re.compile(r"[(（]([a-z])[)）]|(?<![\w(（\[])([a-z])[)）](?![)）])")
 _ENDS = ".?!。？！"  # what ends a sentence or a question
 _SENTENCE_END = re.compile(rf"[{_ENDS}:：][ \t\u3000]*\Z")
 
