@@ -272,7 +272,6 @@ def test_empty_slots_after_the_last_option_are_no_options(tmp_path, store):
         '{"question": "Which value?", "options": ["1", "2", "3", NaN], "answer": "C"}',  # pandas' to_json(NaN)
         '{"question": "Which one?", "options": ["x", "y", "  "], "answer": 1}',
         '{"question": "Which label?", "options": {"A": "p", "B": "q", "C": null}, "answer": "B"}',
-        '{"question": "Which side?", "options": ["left", "", "right"], "answer": "C"}',
         '{"question": "Which none?", "options": [null, null], "answer": "A"}',
     ]
     (tmp_path / "a.png").write_bytes(real_png(1))
@@ -280,8 +279,32 @@ def test_empty_slots_after_the_last_option_are_no_options(tmp_path, store):
     questions, quarantined = read(f"jsonl:{tmp_path / 'slots.jsonl'}?subject='math'&skill='s'", store)
     assert [(q.choices, q.answer_idx) for q in questions.values()] == [
         (("Triangle", "Square"), 1), (("1", "2", "3"), 2), (("x", "y"), 1), (("p", "q"), 1)]
-    assert quarantined == {"slots.jsonl#4": ("an option is empty", "option 1 of 3 is ''"),
-                           "slots.jsonl#5": ("not multiple choice: no options", None)}
+    assert quarantined == {"slots.jsonl#4": ("not multiple choice: no options", None)}
+
+
+def test_an_empty_slot_between_options_keeps_the_letters_after_it(tmp_path, store):
+    """``["left", "", "right"]``: the options after the empty slot keep their letters and
+    indices (C, 2), so the key still names its option; only an answer that names the empty slot
+    is unusable, and quarantined as such."""
+    lines = [
+        '{"question": "Which side?", "options": ["left", "", "right"], "answer": "C"}',
+        '{"question": "Which side?", "options": ["left", null, "right", "up"], "answer": 2}',
+        '{"question": "Which side?", "options": ["left", null, "right", "up"], "answer": "up"}',
+        '{"question": "Which key?", "options": {"A": "p", "B": "", "C": "q"}, "answer": "C"}',
+        '{"question": "Which side?", "options": ["A. left", "", "C. right"], "answer": "C"}',
+        '{"question": "Which side?", "options": ["left", "", "right"], "answer": "B"}',
+        '{"question": "Which side?", "options": ["left", "", "right"], "answer": 1}',
+    ]
+    (tmp_path / "a.png").write_bytes(real_png(1))
+    (tmp_path / "gaps.jsonl").write_text("\n".join(line[:-1] + ', "image": "a.png"}' for line in lines) + "\n")
+    questions, quarantined = read(f"jsonl:{tmp_path / 'gaps.jsonl'}?subject='math'&skill='s'", store)
+    assert [(q.choices, q.answer_idx) for q in questions.values()] == [
+        (("left", "right"), 1), (("left", "right", "up"), 1), (("left", "right", "up"), 2), (("p", "q"), 1),
+        (("left", "right"), 1)]
+    assert quarantined == {
+        "gaps.jsonl#5": ("answer is an empty option", "'B': slot 1 of the options is empty"),
+        "gaps.jsonl#6": ("answer is an empty option", "1: slot 1 of the options is empty"),
+    }
 
 
 def test_a_csv_in_another_encoding_says_how_to_read_it(tmp_path, store):

@@ -124,6 +124,7 @@ def parse_answer(
     answer_format: str = "auto",
     index_base: int = 0,
     indices: IndexAnswers | None = None,
+    slots: Sequence[int] | None = None,
 ) -> int:
     """The 0-based option index that ``value`` designates.
 
@@ -152,14 +153,31 @@ def parse_answer(
 
     readings: list[tuple[str, int]] = []
     several = None
+    empty = set() if not slots else set(range(slots[-1] + 1)) - set(slots)
+    empty_named = []
+
+    def option_of_slot(i: int) -> int:
+        if slots is None:
+            return i
+        if i in empty:
+            empty_named.append(i)
+        return slots.index(i) if i in slots else num_options
+
+    def option_of_letter(letter: str) -> int:
+        found = label_index.get(letter.casefold())
+        if found is None and len(letter) == 1 and letter.isalpha() and ord(letter.upper()) - ord("A") in empty:
+            empty_named.append(ord(letter.upper()) - ord("A"))
+        return num_options if found is None else found
+
+    slot_count = num_options if not slots else slots[-1] + 1
     if isinstance(value, (int, float)):
         if answer_format not in ("auto", "index"):
             raise AnswerError(f"answer is a number, expected {answer_format}", _shown(value))
         if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
             raise AnswerError("answer is not a whole-number index", _shown(value))
-        readings.append(("index", int(value) - index_base))
+        readings.append(("index", option_of_slot(int(value) - index_base)))
         if indices is not None:
-            indices.saw(int(value), num_options)
+            indices.saw(int(value), slot_count)
         if numbered and answer_format == "auto":
             readings.append(("label", label_index.get(str(int(value)), num_options)))
     elif isinstance(value, str):
@@ -168,9 +186,9 @@ def parse_answer(
         matches = [] if option_texts is None else [i for i, opt in enumerate(option_texts) if _norm(opt) == _norm(text)]
         whole = _INDEX.match(text)
         if answer_format in ("auto", "index") and whole and not (numbered and answer_format == "auto"):
-            readings.append(("index", int(whole.group(1)) - index_base))
+            readings.append(("index", option_of_slot(int(whole.group(1)) - index_base)))
             if indices is not None:
-                indices.saw(int(whole.group(1)), num_options)
+                indices.saw(int(whole.group(1)), slot_count)
         number = _NUMBER_LABEL.match(text) if numbered and answer_format in ("auto", "letter") else None
         if number:
             readings.append(("label", label_index.get(str(int(number.group(1))), num_options)))
@@ -180,7 +198,7 @@ def parse_answer(
                 bare = text  # an option's own text ("$a$" among "$b$", "$a$"): no letter is unwrapped from it
             letter = _LETTER.match(bare)
             if letter:
-                readings.append(("letter", label_index.get(letter.group(1).casefold(), num_options)))
+                readings.append(("letter", option_of_letter(letter.group(1))))
             elif bare.casefold() in label_index:
                 readings.append(("letter", label_index[bare.casefold()]))
             else:
@@ -192,7 +210,7 @@ def parse_answer(
                     if i is not None and i < len(option_texts) and _norm(option_texts[i]) == _norm(with_text.group(2)):
                         readings.append(("letter", i))
                 if answer_format == "letter" and explained and several is None and not readings:
-                    readings.append(("letter", label_index.get(explained.group(1).casefold(), num_options)))
+                    readings.append(("letter", option_of_letter(explained.group(1))))
         if answer_format in ("auto", "text") and option_texts is not None:
             if len(matches) > 1:
                 raise AnswerError("answer matches several options' text", _shown(value))
@@ -210,6 +228,8 @@ def parse_answer(
         raise AnswerError("ambiguous answer", f"{_shown(value)}: {described}")
     if several is not None:
         raise AnswerError("several answers", _shown(value))
+    if empty_named:
+        raise AnswerError("answer is an empty option", f"{_shown(value)}: slot {empty_named[0]} of the options is empty")
     if readings:
         raise AnswerError("answer out of range", f"{_shown(value)} for {num_options} options")
     wanted = ("a letter, a 0-based index or an option's text" if answer_format == "auto"

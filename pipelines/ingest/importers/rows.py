@@ -392,15 +392,18 @@ def row_record(
         return QuarantineEntry(source, key, STAGE, f"unexpected {type(exc).__name__}", one_line(exc, 160))
 
 
-def _options(raw: Any) -> tuple[list[str] | None, list[str] | None]:
-    """Option texts and their labels (None: default A, B, C...)."""
+def _options(raw: Any) -> tuple[list[str] | None, list[str] | None, list[int] | None]:
+    """Option texts, their labels (None: default A, B, C...) and, where empty slots lie between
+    options (``["left", "", "right"]``), the slot of each option (None: each in its own order).
+    The options keep the letters of their slots (``right`` is C), so a letter or an index answer
+    still names its option; an answer naming an empty slot is refused (``parse_answer``)."""
     if raw is None or raw == [] or raw == {} or raw == "":
-        return None, None
+        return None, None, None
     labels = None
     if isinstance(raw, str):
         listed = list_literal(raw)  # a CSV cell or an exported column: '["1", "2"]', "['1', '2']"
         if listed is None:
-            return _options_text(raw), None
+            return _options_text(raw), None, None
         raw = listed
     columns = _option_columns(raw)
     if columns is not None:  # {"text": [...], "label": [...]}: Hugging Face's sequence of records
@@ -414,21 +417,30 @@ def _options(raw: Any) -> tuple[list[str] | None, list[str] | None]:
         raw = raw[:-1]
         labels = labels[:-1] if labels is not None else None
     if not raw:
-        return None, None
-    texts = []
+        return None, None, None
+    texts, slots = [], []
     for i, option in enumerate(raw):
         if _no_option(option):
-            raise RecordProblem("an option is empty", f"option {i} of {len(raw)} is {option!r}")
+            if labels is None and len(raw) > 26:
+                raise RecordProblem("an option is empty", f"option {i} of {len(raw)} is {option!r}")
+            continue
         if isinstance(option, str):
             texts.append(option)
         elif isinstance(option, (int, float)) and not isinstance(option, bool):
             texts.append(json.dumps(option))
         else:
             raise RecordProblem("an option is not text", f"option {i} is {type(option).__name__}")
-    labelled = own_labels(texts) if labels is None else None
+        slots.append(i)
+    labelled = own_labels(texts, slots) if labels is None else None
     if labelled is not None:  # ["A. 5", "B. 6"]: the labels are not the options' text
         texts, labels = labelled
-    return texts, labels
+    if len(slots) == len(raw):
+        return texts, labels, None
+    if labels is None:
+        labels = [chr(ord("A") + i) for i in slots]
+    elif len(labels) == len(raw):
+        labels = [labels[i] for i in slots]
+    return texts, labels, slots
 
 
 def _no_option(value: Any) -> bool:
@@ -559,7 +571,7 @@ def row_question(
     if problem is not None and not isinstance(problem, str):
         raise RecordProblem("question text is not text", type(problem).__name__)
     problem = _as_shown(problem or "", "the question text", mapping)
-    labels = None
+    labels = slots = None
     if mapping.options_in_text and mapping.options_field is None:
         parsed = read_options(problem)
         texts = None
@@ -568,7 +580,7 @@ def row_question(
                 raise RecordProblem(HELD_LABEL, one_line(parsed.held_label, 160))
             problem, texts = parsed.stem, parsed.options
     else:
-        texts, labels = _options(_as_shown(mapping.get(row, "choices", meta), "the options", mapping))
+        texts, labels, slots = _options(_as_shown(mapping.get(row, "choices", meta), "the options", mapping))
     image_paths = mapping.get(row, "choice_images", meta)
     if image_paths in ([], "", {}):
         image_paths = None
@@ -606,7 +618,7 @@ def row_question(
         texts = [_strip_placeholders(text) for text in texts]
     num_options = len(texts) if texts is not None else len(image_paths)
     answer = parse_answer(_as_shown(mapping.get(row, "answer", meta), "the answer", mapping), texts, num_options, labels,
-                          mapping.answer_format, mapping.index_base, mapping.indices)
+                          mapping.answer_format, mapping.index_base, mapping.indices, slots)
     subject = mapping.subject(mapping.get(row, "subject", meta))
     split_raw = mapping.get(row, "split", meta)
     extra: dict[str, Any] = {}

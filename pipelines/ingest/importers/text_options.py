@@ -427,15 +427,15 @@ _OWN_LABEL = re.compile(
 )
 
 
-def own_labels(options: list[str]) -> tuple[list[str], list[str]] | None:
+def own_labels(options: list[str], places: list[int] | None = None) -> tuple[list[str], list[str]] | None:
     """(texts, labels) of options given as a list whose every item starts with the label of its
-    own place, in one style (``A. 5`` ``B. 6``; ``(a) cat`` ``(b) dog``; ``(1) cat`` ``(2) dog``),
-    or None. A label is followed by white space, or is in brackets (``1.5`` is a number). An
-    option that is only its label keeps it."""
+    own place (``places``: each one's, by default 0, 1, 2, ...), in one style (``A. 5`` ``B. 6``;
+    ``(a) cat`` ``(b) dog``; ``(1) cat`` ``(2) dog``), or None. A label is followed by white
+    space, or is in brackets (``1.5`` is a number). An option that is only its label keeps it."""
     if len(options) < 2 or not all(isinstance(option, str) for option in options):
         return None
     texts, labels, styles = [], [], set()
-    for k, option in enumerate(options):
+    for k, option in zip(places or range(len(options)), options):
         found = _OWN_LABEL.match(option)
         if found is None or (found.group("bare") and found.group("after") is None and found.group("mark") in ".:)"):
             return None  # "1.5", "A.5": a number, not a label (a full-width mark needs no space: "Ａ．甲")
