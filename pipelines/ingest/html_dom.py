@@ -172,7 +172,8 @@ def math_source(node: LexborNode) -> str | None:
     ``\\[ … \\]`` for display), or None when ``node`` is no typeset formula or keeps no TeX:
     MathJax 2's ``<script type="math/tex">``, KaTeX's ``<span class="katex">`` and MathML's
     ``<math>`` (MathJax 3's assistive MathML too) through their ``application/x-tex``
-    annotation. Their other text is the formula drawn again (KaTeX's ``katex-html``: ``x2``)."""
+    annotation; a ``<math>`` without one by its presentation elements (``mathml.mathml_tex``).
+    Their other text is the formula drawn again (KaTeX's ``katex-html``: ``x2``)."""
     tag = node.tag
     display = False
     if tag == "script":
@@ -182,9 +183,16 @@ def math_source(node: LexborNode) -> str | None:
         tex, display = node.text(deep=True) or "", "mode=display" in kind
     elif tag == "math" or (tag == "span" and "katex" in (attr(node, "class") or "").split()):
         annotation = node.css_first('annotation[encoding="application/x-tex"]')
-        if annotation is None:
+        if annotation is not None:
+            tex = annotation.text(deep=True) or ""
+        elif tag == "math":
+            from pipelines.ingest.mathml import mathml_tex
+
+            tex = mathml_tex(node) or ""  # its presentation elements read as TeX
+            if not tex:
+                return None
+        else:
             return None
-        tex = annotation.text(deep=True) or ""
         display = attr(node, "display") == "block" or (
             node.parent is not None and "katex-display" in (attr(node.parent, "class") or "").split())
     else:

@@ -118,7 +118,9 @@ KATEX = ('<span class="katex"><span class="katex-mathml"><math xmlns="http://www
      '<script type="math/tex; mode=display">a<b</script>.', "Find \\( \\frac{1}{2} + \\frac{1}{3} \\) and \\[ a<b \\]."),
     ('Is <math display="block"><semantics><mi>y</mi><annotation encoding="application/x-tex">y_1</annotation>'
      '</semantics></math> it?', "Is \\[ y_1 \\] it?"),
-    ("Is <math><mi>x</mi><mo>&lt;</mo><mn>3</mn></math> true?", "Is x<3 true?"),  # no TeX kept: its text
+    # no TeX kept: its presentation elements read as TeX (was "Is x<3 true?"), and text where they cannot be
+    ("Is <math><mi>x</mi><mo>&lt;</mo><mn>3</mn></math> true?", "Is \\( x<3 \\) true?"),
+    ("Is <math><mmultiscripts><mi>C</mi><mn>14</mn></mmultiscripts></math> it?", "Is C14 it?"),
     ("Code: <script>alert(1)</script><span class='note'>x</span>", "Code: x"),
 ])
 def test_crawled_pages_keep_typeset_formulas_as_the_tex_they_were_written_in(html, text):
