@@ -268,6 +268,13 @@ def test_placeholders_stay_text_inside_a_text_in_html():
 # ---------------------------------------------------------------- empty slots and encodings
 
 
+def read_with_a_figure(tmp_path, store, name: str, lines: list[str]):
+    """(questions, quarantined) of JSON lines, each given one real picture."""
+    (tmp_path / "a.png").write_bytes(real_png(1))
+    (tmp_path / name).write_text("\n".join(line[:-1] + ', "image": "a.png"}' for line in lines) + "\n")
+    return read(f"jsonl:{tmp_path / name}?subject='math'&skill='s'", store)
+
+
 def test_empty_slots_after_the_last_option_are_no_options(tmp_path, store):
     lines = [
         '{"question": "Which shape?", "options": ["Triangle", "Square", null, null], "answer": "B"}',
@@ -276,9 +283,7 @@ def test_empty_slots_after_the_last_option_are_no_options(tmp_path, store):
         '{"question": "Which label?", "options": {"A": "p", "B": "q", "C": null}, "answer": "B"}',
         '{"question": "Which none?", "options": [null, null], "answer": "A"}',
     ]
-    (tmp_path / "a.png").write_bytes(real_png(1))
-    (tmp_path / "slots.jsonl").write_text("\n".join(line[:-1] + ', "image": "a.png"}' for line in lines) + "\n")
-    questions, quarantined = read(f"jsonl:{tmp_path / 'slots.jsonl'}?subject='math'&skill='s'", store)
+    questions, quarantined = read_with_a_figure(tmp_path, store, "slots.jsonl", lines)
     assert [(q.choices, q.answer_idx) for q in questions.values()] == [
         (("Triangle", "Square"), 1), (("1", "2", "3"), 2), (("x", "y"), 1), (("p", "q"), 1)]
     assert quarantined == {"slots.jsonl#4": ("not multiple choice: no options", None)}
@@ -297,9 +302,7 @@ def test_an_empty_slot_between_options_keeps_the_letters_after_it(tmp_path, stor
         '{"question": "Which side?", "options": ["left", "", "right"], "answer": "B"}',
         '{"question": "Which side?", "options": ["left", "", "right"], "answer": 1}',
     ]
-    (tmp_path / "a.png").write_bytes(real_png(1))
-    (tmp_path / "gaps.jsonl").write_text("\n".join(line[:-1] + ', "image": "a.png"}' for line in lines) + "\n")
-    questions, quarantined = read(f"jsonl:{tmp_path / 'gaps.jsonl'}?subject='math'&skill='s'", store)
+    questions, quarantined = read_with_a_figure(tmp_path, store, "gaps.jsonl", lines)
     assert [(q.choices, q.answer_idx) for q in questions.values()] == [
         (("left", "right"), 1), (("left", "right", "up"), 1), (("left", "right", "up"), 2), (("p", "q"), 1),
         (("left", "right"), 1)]
