@@ -86,11 +86,15 @@ def _symbol(ch: str) -> str:
 
 
 def _token(text: str) -> str:
-    parts = [_symbol(ch) for ch in text.strip()]
-    # a command followed by a letter needs a space: \alpha x, not \alphax
+    return _joined(_symbol(ch) for ch in text.strip())
+
+
+def _joined(parts) -> str:
+    """TeX parts one after another, a space after a command that a letter or digit follows
+    (``\\alpha x``, not ``\\alphax``)."""
     out = ""
     for part in parts:
-        if out and out[-1].isalpha() and "\\" in out and part[:1].isalpha() and _ends_command(out):
+        if part[:1].isalnum() and _ends_command(out):
             out += " "
         out += part
     return out
@@ -113,13 +117,7 @@ def _text(node: LexborNode) -> str:
 
 
 def _row(nodes: list[LexborNode]) -> str:
-    out = ""
-    for node in nodes:
-        part = _tex(node)
-        if out and part and (out[-1].isalpha() and _ends_command(out)) and (part[0].isalnum()):
-            out += " "
-        out += part
-    return out
+    return _joined(_tex(node) for node in nodes)
 
 
 def _tex(node: LexborNode) -> str:

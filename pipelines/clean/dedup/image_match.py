@@ -273,8 +273,7 @@ def _kept_bytes(picture) -> int:
 def _reading_bytes(picture) -> int:
     return 7 * picture.inkness.nbytes // 2 + 16 * picture.ink_pixels + \
         (2 * picture.chroma.nbytes if picture.chroma is not None else 0) + \
-        sum(_reading_bytes(other) for other in (picture.other_reading, picture.border_reading, picture.faint_reading)
-            if other is not None)
+        sum(map(_reading_bytes, picture.other_readings().values()))
 
 
 def cache_friendly(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -139,6 +139,11 @@ class InkPicture:
     table: np.ndarray | None = field(default=None, compare=False, repr=False)
     grey: np.ndarray | None = field(default=None, compare=False, repr=False)
 
+    def other_readings(self) -> dict[str, InkPicture]:
+        """Its other readings that it has, by field name."""
+        return {name: reading for name in ("other_reading", "border_reading", "faint_reading")
+                if (reading := getattr(self, name)) is not None}
+
 
 class Undecodable(ValueError):
     pass
@@ -206,19 +211,15 @@ def ink_picture(data: bytes) -> InkPicture:
     return _with_grey(picture, grey) if _readings_shrunk(picture) else picture
 
 
-_READINGS = ("other_reading", "border_reading", "faint_reading")
-
-
 def _readings_shrunk(picture: InkPicture) -> bool:
     """Whether the working size shrank the picture or one of its readings ``FINER_FROM`` times."""
-    return picture.pixel * FINER_FROM <= 1.0 or any(
-        _readings_shrunk(reading) for name in _READINGS if (reading := getattr(picture, name)) is not None)
+    return picture.pixel * FINER_FROM <= 1.0 or any(map(_readings_shrunk, picture.other_readings().values()))
 
 
 def _with_grey(picture: InkPicture, grey: np.ndarray) -> InkPicture:
     """The picture and its other readings, each given the grey pixels it was read from."""
-    readings = {name: _with_grey(reading, grey) for name in _READINGS if (reading := getattr(picture, name)) is not None}
-    return replace(picture, grey=grey, **readings)
+    return replace(picture, grey=grey, **{name: _with_grey(reading, grey)
+                                          for name, reading in picture.other_readings().items()})
 
 
 def _smoothed(histogram: np.ndarray) -> np.ndarray:

@@ -153,7 +153,8 @@ def parse_answer(
 
     readings: list[tuple[str, int]] = []
     several = None
-    empty = set() if not slots else set(range(slots[-1] + 1)) - set(slots)
+    slot_count = num_options if slots is None else slots[-1] + 1
+    empty = set() if slots is None else set(range(slot_count)) - set(slots)
     empty_named = []
 
     def option_of_slot(i: int) -> int:
@@ -169,7 +170,6 @@ def parse_answer(
             empty_named.append(ord(letter.upper()) - ord("A"))
         return num_options if found is None else found
 
-    slot_count = num_options if not slots else slots[-1] + 1
     if isinstance(value, (int, float)):
         if answer_format not in ("auto", "index"):
             raise AnswerError(f"answer is a number, expected {answer_format}", _shown(value))

@@ -431,16 +431,14 @@ def _options(raw: Any) -> tuple[list[str] | None, list[str] | None, list[int] | 
         else:
             raise RecordProblem("an option is not text", f"option {i} is {type(option).__name__}")
         slots.append(i)
+    if labels is not None:  # the source's, one per slot
+        labels = [labels[i] for i in slots]
     labelled = own_labels(texts, slots) if labels is None else None
     if labelled is not None:  # ["A. 5", "B. 6"]: the labels are not the options' text
         texts, labels = labelled
     if len(slots) == len(raw):
         return texts, labels, None
-    if labels is None:
-        labels = [chr(ord("A") + i) for i in slots]
-    elif len(labels) == len(raw):
-        labels = [labels[i] for i in slots]
-    return texts, labels, slots
+    return texts, labels or [chr(ord("A") + i) for i in slots], slots
 
 
 def _no_option(value: Any) -> bool:
