@@ -9,8 +9,10 @@ enough for the memo to see changes in the imported module.
 from __future__ import annotations
 
 import ast
+import gc
 import hashlib
 import types
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -42,54 +44,83 @@ def _resolve_relative(module: str, is_package: bool, level: int, name: str | Non
     return ".".join(base + ([name] if name else []))
 
 
+# the fields of a node that hold statements: an import is a statement, so these are all the
+# places one can be (expressions, the most of a tree's nodes, hold none)
+_STATEMENT_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _statements(body: list[ast.stmt]):
+    todo = list(body)
+    while todo:
+        node = todo.pop()
+        yield node
+        for field in _STATEMENT_FIELDS:
+            todo.extend(getattr(node, field, None) or ())
+
+
+@dataclass(frozen=True)
+class _ModuleImports:
+    modules: frozenset[str]  # every in-repo module the file imports, anywhere in it
+    names: dict[str, str]  # names bound by a top-level ``from X import name``: X (in-repo)
+
+
 @lru_cache(maxsize=None)
+def _module_imports(module: str) -> _ModuleImports:
+    """What ``module``'s file imports, read once from its syntax tree. The cyclic collector is
+    paused while the tree is built: its hundreds of thousands of nodes would start collections
+    that traverse every object of a process holding Dagster's definitions (half of the time)."""
+    path = module_file(module)
+    if path is None:
+        return _ModuleImports(frozenset(), {})
+    source = path.read_text(encoding="utf-8")
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        tree = ast.parse(source, filename=str(path))
+        is_package = path.name == "__init__.py"
+        found: set[str] = set()
+        for node in _statements(tree.body):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                target = (_resolve_relative(module, is_package, node.level, node.module) if node.level
+                          else node.module or "")
+                names = [target] + [f"{target}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for name in names:
+                # ``import a.b.c`` also runs a and a.b
+                parts = name.split(".")
+                for i in range(1, len(parts) + 1):
+                    prefix = ".".join(parts[:i])
+                    if module_file(prefix) is not None:
+                        found.add(prefix)
+        found.discard(module)
+        bound = {}
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom):
+                source_module = (_resolve_relative(module, is_package, node.level, node.module) if node.level
+                                 else node.module or "")
+                if module_file(source_module) is not None:
+                    for alias in node.names:
+                        bound[alias.asname or alias.name] = source_module
+        del tree
+    finally:
+        if collecting:
+            gc.enable()
+    return _ModuleImports(frozenset(found), bound)
+
+
 def imported_modules(module: str) -> frozenset[str]:
     """The in-repo modules ``module`` imports anywhere in its file (top level or in functions);
     ``from package import name`` counts ``package.name`` when that is a module."""
-    path = module_file(module)
-    if path is None:
-        return frozenset()
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    is_package = path.name == "__init__.py"
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            target = (_resolve_relative(module, is_package, node.level, node.module) if node.level
-                      else node.module or "")
-            names = [target] + [f"{target}.{alias.name}" for alias in node.names]
-        else:
-            continue
-        for name in names:
-            # ``import a.b.c`` also runs a and a.b
-            parts = name.split(".")
-            for i in range(1, len(parts) + 1):
-                prefix = ".".join(parts[:i])
-                if module_file(prefix) is not None:
-                    found.add(prefix)
-    found.discard(module)
-    return frozenset(found)
+    return _module_imports(module).modules
 
 
-@lru_cache(maxsize=None)
 def names_imported_from(module: str) -> dict[str, str]:
     """The names ``module`` binds with a top-level ``from X import name``, each with the in-repo
     module it comes from: a constant imported this way has no ``__module__`` to follow."""
-    path = module_file(module)
-    if path is None:
-        return {}
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    is_package = path.name == "__init__.py"
-    found = {}
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom):
-            source = (_resolve_relative(module, is_package, node.level, node.module) if node.level
-                      else node.module or "")
-            if module_file(source) is not None:
-                for alias in node.names:
-                    found[alias.asname or alias.name] = source
-    return found
+    return _module_imports(module).names
 
 
 def module_closure(modules: set[str]) -> list[str]:

@@ -67,3 +67,29 @@ def test_an_edit_to_an_imported_module_changes_the_digest_of_its_stages_only(tmp
     split_after, shuffle_after = digests()
     assert split_after != split_before
     assert shuffle_after == shuffle_before
+
+
+def test_an_import_is_found_in_every_kind_of_statement_body(tmp_path):
+    """Imports are read from statements only (never from expressions): one nested in each kind
+    of body — a function in a class, if/else, try/except/else/finally, with, for, while, match —
+    is found, in a copy of the library holding such a module."""
+    copy = tmp_path / "repo"
+    shutil.copytree(REPO / "pipelines", copy / "pipelines", ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "pipelines" / "nested_imports.py").write_text(
+        "class A:\n    def f(self):\n        import pipelines.store.lake\n"
+        "if True:\n    pass\nelse:\n    import pipelines.store.atomic\n"
+        "try:\n    pass\nexcept ImportError:\n    import pipelines.store.images\n"
+        "else:\n    from pipelines.store import records\nfinally:\n    from pipelines import parallel\n"
+        "with open(__file__):\n    from pipelines.dataset import split\n"
+        "for _ in ():\n    import pipelines.dataset.shuffle\n"
+        "while False:\n    import pipelines.dataset.export\n"
+        "match 1:\n    case 1:\n        import pipelines.store.memo\n"
+    )
+    program = ("from pipelines.store.code_deps import imported_modules;"
+               "print(' '.join(sorted(imported_modules('pipelines.nested_imports'))))")
+    out = subprocess.run([sys.executable, "-c", program], cwd=copy, capture_output=True, text=True,
+                         env={"PYTHONPATH": str(copy)}, check=True)
+    assert set(out.stdout.split()) == {
+        "pipelines", "pipelines.store", "pipelines.store.lake", "pipelines.store.atomic", "pipelines.store.images",
+        "pipelines.store.records", "pipelines.parallel", "pipelines.dataset", "pipelines.dataset.split",
+        "pipelines.dataset.shuffle", "pipelines.dataset.export", "pipelines.store.memo"}
