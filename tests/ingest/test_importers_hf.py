@@ -386,7 +386,9 @@ def test_save_to_disk_layouts_are_found_in_dict_order(tmp_path):
 
 
 def stemforge_build(home: Path, *sources: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "pipelines.orchestration.cli", "build", "--home", str(home), "--quiet"]
+    # the cheapest model: these builds test the import, and the embedding model's load costs 11 s
+    command = [sys.executable, "-m", "pipelines.orchestration.cli", "build", "--home", str(home), "--quiet",
+               "--model", "random"]
     for source in sources:
         command += ["--source", source]
     return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=900)

@@ -747,7 +747,9 @@ def test_picture_layout_is_a_grid_in_source_order():
 
 
 def stemforge_build(home: Path, *sources: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "pipelines.orchestration.cli", "build", "--home", str(home), "--quiet"]
+    # the cheapest model: these builds test the import, and the embedding model's load costs 11 s
+    command = [sys.executable, "-m", "pipelines.orchestration.cli", "build", "--home", str(home), "--quiet",
+               "--model", "random"]
     for source in sources:
         command += ["--source", source]
     return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=900)
