@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import socket
 import sys
 import warnings
 from dataclasses import dataclass
+from typing import Iterator
 
 import polars as pl
 
@@ -211,14 +214,15 @@ def _run_build(
         "execution": {"config": execution},
         "loggers": {"one_line_console": {"config": {"log_level": "INFO" if progress else "CRITICAL"}}},
     }
-    result = dg.execute_job(
-        dg.reconstructable(build_job_definition),
-        instance=instance,
-        run_config=run_config,
-        tags=tags,
-        raise_on_error=False,
-        asset_selection=asset_selection,
-    )
+    with long_lived_objects_frozen():
+        result = dg.execute_job(
+            dg.reconstructable(build_job_definition),
+            instance=instance,
+            run_config=run_config,
+            tags=tags,
+            raise_on_error=False,
+            asset_selection=asset_selection,
+        )
     failed = failed_checks(result.all_events) + step_failures(result.all_events)
     if result.success and ingests:
         # a source joins the home only with a build that includes it and succeeds
@@ -230,6 +234,20 @@ def _run_build(
         summary = f"stemforge build finished (run {result.run_id}): nothing changed, {len(reused)} stages reused"
         return BuildOutcome(True, home, failed, summary)
     return BuildOutcome(result.success, home, failed, build_summary(home, result.success, failed, result.run_id))
+
+
+@contextlib.contextmanager
+def long_lived_objects_frozen() -> Iterator[None]:
+    """The objects alive now (Dagster's definitions, the imported libraries: hundreds of
+    thousands) left out of the cyclic collector's passes while the run executes: every full pass
+    would traverse them again, and a run that imports matplotlib or numba, or parses code,
+    starts many. Garbage is collected first, and they are handed back after the run."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def reused_stages(events) -> tuple[list[str], list[str]]:
