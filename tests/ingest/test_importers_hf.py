@@ -7,8 +7,6 @@ from __future__ import annotations
 import collections
 import json
 import hashlib
-import subprocess
-import sys
 from pathlib import Path
 
 import datasets
@@ -25,9 +23,9 @@ from pipelines.store.home import DataHome
 from pipelines.store.images import ImageStore
 from pipelines.store.records import QuarantineEntry, RawQuestion
 from pipelines.store.warehouse import run_query
+from support.builds import stemforge_build
 from support.images import real_png
 
-ROOT = Path(__file__).resolve().parents[2]
 UNDECODABLE = real_png(999)[:60]
 
 
@@ -383,15 +381,6 @@ def test_save_to_disk_layouts_are_found_in_dict_order(tmp_path):
 
 
 # ---------------------------------------------------------------- stemforge build
-
-
-def stemforge_build(home: Path, *sources: str) -> subprocess.CompletedProcess:
-    # the cheapest model: these builds test the import, and the embedding model's load costs 11 s
-    command = [sys.executable, "-m", "pipelines.orchestration.cli", "build", "--home", str(home), "--quiet",
-               "--model", "random"]
-    for source in sources:
-        command += ["--source", source]
-    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=900)
 
 
 @pytest.mark.slow

@@ -10,8 +10,6 @@ import collections
 import io
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -30,6 +28,7 @@ from pipelines.ingest.importers.rows import MAPPED_FIELD_UNUSED
 from pipelines.ingest.importers.text_options import HELD_LABEL, read_options, split_options, strip_placeholders
 from pipelines.ingest.spec import SourceSpecError, parse_source_spec
 from pipelines.store.warehouse import run_query
+from support.builds import stemforge_build
 from support.corpora import CORPORA
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -744,15 +743,6 @@ def test_picture_layout_is_a_grid_in_source_order():
 
 
 # ---------------------------------------------------------------- stemforge build on slices
-
-
-def stemforge_build(home: Path, *sources: str) -> subprocess.CompletedProcess:
-    # the cheapest model: these builds test the import, and the embedding model's load costs 11 s
-    command = [sys.executable, "-m", "pipelines.orchestration.cli", "build", "--home", str(home), "--quiet",
-               "--model", "random"]
-    for source in sources:
-        command += ["--source", source]
-    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=900)
 
 
 @pytest.mark.slow

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Iterator
 
 from pipelines.orchestration.cli import prepare_instance
 from pipelines.store.home import DataHome
 
 INSTANCE_VARIABLES = ("DAGSTER_HOME", "STEMFORGE_HOME")
+REPO = Path(__file__).resolve().parents[2]
 
 
 @contextlib.contextmanager
@@ -40,3 +44,13 @@ def data_file_digests(home: DataHome) -> dict[str, str]:
             if path.is_file() and not relative.startswith("lake/state/fingerprints/") and not record:
                 files[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
     return files
+
+
+def stemforge_build(home: Path, *sources: str) -> subprocess.CompletedProcess:
+    """``stemforge build`` of ``sources`` into ``home``, as a user runs it, for tests of the import:
+    with the cheapest model (the embedding model's load costs 11 s a build)."""
+    command = [sys.executable, "-m", "pipelines.orchestration.cli", "build", "--home", str(home), "--quiet",
+               "--model", "random"]
+    for source in sources:
+        command += ["--source", source]
+    return subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=900)
