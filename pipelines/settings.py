@@ -7,8 +7,10 @@ give the defaults the UI and the schedules use.
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
 
 from pipelines.store.home import DataHome, resolve_home
 
@@ -80,3 +82,51 @@ class BuildSettings:
             demo_questions=int(os.environ.get("STEMFORGE_DEMO_QUESTIONS", base.demo_questions)),
             models=_env_list("STEMFORGE_MODELS", base.models),
         )
+
+
+# ---- the settings of a home's last build -------------------------------------------------
+
+def built_settings_path(home: DataHome) -> Path:
+    return home.lake / "state" / "build_settings.json"
+
+
+def record_built_settings(home: DataHome, settings: BuildSettings) -> None:
+    """After a successful ``stemforge build``: the settings it ran with (all but the home) are the
+    ones a later ``stemforge eval`` rescores with."""
+    from pipelines.store.atomic import atomic_write_text
+
+    values = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(settings).items() if k != "home"}
+    path = built_settings_path(home)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(values, sort_keys=True, indent=1) + "\n")
+
+
+def built_settings(home: DataHome) -> BuildSettings:
+    """The settings of the home's last successful build, with ``home`` set to it; the defaults
+    where no build recorded them (a home from before the record). Raises ``ValueError`` naming the
+    file when the record cannot be read as settings."""
+    path = built_settings_path(home)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return BuildSettings(home=str(home.root))
+    base = BuildSettings()
+    try:
+        recorded = json.loads(text)
+        if not isinstance(recorded, dict):
+            raise ValueError("not an object")
+        values = {}
+        for field in fields(BuildSettings):
+            if field.name == "home" or field.name not in recorded:
+                continue
+            value, default = recorded[field.name], getattr(base, field.name)
+            if isinstance(default, tuple):
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise ValueError(f"{field.name} is not a list of texts")
+                value = tuple(value)
+            elif type(value) is not type(default) and not (isinstance(default, float) and type(value) is int):
+                raise ValueError(f"{field.name} is not a {type(default).__name__}")
+            values[field.name] = value
+    except ValueError as exc:
+        raise ValueError(f"{path}: the last build's settings cannot be read ({exc}); run `stemforge build` again") from None
+    return BuildSettings(home=str(home.root), **values)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from pipelines.ingest.spec import SourceSpecError, parse_source_spec
-from pipelines.settings import BuildSettings
+from pipelines.settings import BuildSettings, built_settings
 from pipelines.store.home import DataHome, resolve_home
 
 DEFAULT_QUERY_TIMEOUT = 60.0  # seconds; pipelines.warehouse has the same defaults
@@ -210,7 +210,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from pipelines.evaluation.stage import import_predictions_file, remove_imported_model
     from pipelines.store.homelock import HomeBusy, home_lock
 
-    settings = BuildSettings(home=str(home.root))
+    try:
+        settings = built_settings(home)  # rescored as the last build scored: its seed, exam skills, sources
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     try:
         with home_lock(home, "eval"):
             if args.remove is not None:

@@ -16,7 +16,7 @@ import polars as pl
 from pipelines.store.home import DataHome
 from pipelines.store.atomic import process_alive, process_start, remove_stale_temporaries
 from pipelines.store.integrity import check_before_build
-from pipelines.settings import BuildSettings
+from pipelines.settings import BuildSettings, record_built_settings
 
 
 @dataclass
@@ -229,6 +229,8 @@ def _run_build(
         from pipelines.ingest.source_changes import record_built_sources
 
         record_built_sources(home, settings.sources)
+    if result.success and command == "build":
+        record_built_settings(home, settings)
     reused, ran = reused_stages(result.all_events)
     if result.success and not failed and reused and not ran:
         summary = f"stemforge build finished (run {result.run_id}): nothing changed, {len(reused)} stages reused"

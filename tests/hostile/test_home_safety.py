@@ -64,8 +64,12 @@ def cli_async(home: DataHome, *args: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
 
 
+# not the defaults: `stemforge eval` must rescore with the settings of the home's build
+BUILD_SETTINGS = ("--seed", "3", "--exam-min-questions", "1")
+
+
 def build(home: DataHome, *sources: str, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    args = ["build", "--quiet", "--model", "random"]
+    args = ["build", "--quiet", "--model", "random", *BUILD_SETTINGS]
     for source in sources:
         args += ["--source", source]
     return cli(home, *args, *extra)
@@ -130,6 +134,9 @@ def test_import_is_scored_over_the_split_and_later_builds_succeed(home, tmp_path
     home_, source = home
     questions = split_questions(home_)
     assert len(questions) >= 5
+    builtin = "SELECT metric, group_by, group_value, split, value FROM metrics WHERE model = 'random' ORDER BY ALL"
+    built = run_query(home_, builtin).rows
+    assert any(row[0] == "exam_score" for row in built)  # skills of one test question are exam-scored
     rows = {
         "all-right": [(q, a) for q, a in questions],
         "all-wrong": [(q, (a + 1) % 3) for q, a in questions],
@@ -154,8 +161,10 @@ def test_import_is_scored_over_the_split_and_later_builds_succeed(home, tmp_path
     else:
         assert "warning" not in result.stderr
     assert (home_.reports / "index.html").exists()
+    assert run_query(home_, builtin).rows == built  # rescored with the build's settings, not the defaults
     later = build(home_, source)
     assert later.returncode == 0, later.stderr[-3000:]
+    assert "nothing changed" in later.stdout  # the same settings again: the rescoring stands
     assert metric(home_, "mine")[0][0] == value
     assert run_query(home_, "SELECT count(*) FROM metrics WHERE model = 'random' AND metric = 'accuracy'").rows[0][0] > 0
 
@@ -209,7 +218,14 @@ def test_eval_list_and_remove(home, tmp_path):
     assert removed.returncode == 0, removed.stderr[-2000:]
     assert metric(home_, "mine") == [] and metric(home_, "random")
     assert cli(home_, "eval", "--list").stdout.strip() == "no imported models"
+    record = home_.lake / "state" / "build_settings.json"
+    record.write_text('{"seed": "three"')  # damaged: eval says so on one line and changes nothing
+    damaged = cli(home_, "eval", "--predictions", str(preds), "--model", "mine")
+    assert damaged.returncode == 2
+    assert f"{record}: the last build's settings cannot be read" in one_error_line(damaged)
+    assert metric(home_, "mine") == []
     assert build(home_, source).returncode == 0
+    assert json.loads(record.read_text())["seed"] == 3  # the next build records them again
 
 
 def test_a_model_that_cannot_be_scored_is_left_out_and_breaks_nothing(home, tmp_path):
