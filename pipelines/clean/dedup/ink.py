@@ -28,7 +28,9 @@ coincide with it everywhere.
 4. for a pair that passes, compare again tile by tile (``_changed_ink``): each tile aligned on
    its own, a copy's strokes lie within ``FINE_TOLERANCE``; ink of each that the other lacks at
    one place (``CHANGED_INK`` pixels of both) is another label written there ('45°' for '60°'),
-   which the whole picture's tolerance lets pass. Where the working size shrank both pictures
+   which the whole picture's tolerance lets pass; ``CHANGED_INK_ONE_PIXEL`` for two pictures of
+   one own pixel aligned by a shift (``_a_shift``), which no resampling sets apart. Where the
+   working size shrank both pictures
    (``FINER_FROM``), the tiles are compared once more at the coarser one's own pixel
    (``_finer_look``): a label of a few pixels in a large figure is too small there for another
    digit's strokes to show.
@@ -102,6 +104,7 @@ FINE_TOLERANCE = 1  # pixels: a copy's ink lies within this of the other's once 
 FINE_TILE = 16  # pixels: tiles aligned on their own, each by at most
 FINE_REACH = 2  # pixels each way (chosen over the tile and its neighbours)
 CHANGED_INK = 5  # pixels of each picture's ink unmatched so at one place: another label there
+CHANGED_INK_ONE_PIXEL = 3  # the same, for two pictures of one own pixel (nothing resampled between them)
 FINER_FROM = 1.5  # a pair whose pictures both have this many own pixels a working pixel is compared
 FINER_MOST = 2.5  # again finer (``_finer_look``), at most this many times the working size
 
@@ -944,6 +947,16 @@ def _finer_look(a: InkPicture, b: InkPicture, warp: np.ndarray, rho: float | Non
     return round(factor, 2), found
 
 
+def _a_shift(warp: np.ndarray, shape: tuple[int, int]) -> bool:
+    """Whether an alignment is a shift on a canvas of ``shape``: its turn and scale move no corner
+    more than ``TOLERANCE`` from where the shift alone puts it (a tile aligned on its own takes up
+    the rest)."""
+    h, w = shape
+    corners = np.array([[w, h], [w, -h], [-w, h], [-w, -h]], np.float64) / 2
+    moved = corners @ (warp[:, :2].astype(np.float64) - np.eye(2)).T
+    return float(np.hypot(moved[:, 0], moved[:, 1]).max()) <= TOLERANCE
+
+
 def _scaled_start(fixed: tuple[int, int], moving: tuple[int, int]) -> np.ndarray | None:
     """Where ECC starts a second time for two ink boxes of other shapes: the fixed canvas scaled
     by the ratio of the boxes' longer sides, centred on the moving one; None for boxes of one
@@ -1112,11 +1125,22 @@ def _compare_readings(a: InkPicture, b: InkPicture) -> InkVerdict:
     if "pixel" not in changed and min(limits) < APART_INK:
         measure["apart_limits"] = limits
     if best.score[0] < 1:
-        if "pixel" not in changed:
-            # not at the coarser picture's pixel (the shrunk look): a demo number line of 5-px
-            # labels, shrunk from 5.8 working pixels a pixel, left 8 of each against its copy
-            measure["changed_ink"] = _changed_ink(best.fixed, best.moved)
-            if measure["changed_ink"] >= CHANGED_INK:
+        one_pixel = a.pixel == b.pixel and _a_shift(warp, fixed.shape)
+        if one_pixel or "pixel" not in changed:
+            if one_pixel:
+                # one own pixel, aligned by a shift (a re-encode, another tone, other margins,
+                # another label at one place): nothing resamples one against the other, so a
+                # copy's ink coincides at the working size, small figures' too (seen: at most 2
+                # pixels of each at one place; re-scans turned 0.6 degrees are not on one grid)
+                cv2 = _cv2()
+                moved = moving if rho is None else cv2.warpAffine(
+                    moving, warp, fixed.shape[::-1], flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)
+                measure["changed_ink"], limit = _changed_ink(fixed, moved), CHANGED_INK_ONE_PIXEL
+            else:
+                # not at the coarser picture's pixel (the shrunk look): a demo number line of 5-px
+                # labels, shrunk from 5.8 working pixels a pixel, left 8 of each against its copy
+                measure["changed_ink"], limit = _changed_ink(best.fixed, best.moved), CHANGED_INK
+            if measure["changed_ink"] >= limit:
                 return InkVerdict(False, "changed-ink", measure)
             finer = None if changed else _finer_look(a, b, warp, rho)
             if finer is not None:
