@@ -1145,7 +1145,7 @@ def _compare_readings(a: InkPicture, b: InkPicture) -> InkVerdict:
             finer = None if changed else _finer_look(a, b, warp, rho)
             if finer is not None:
                 measure["finer"], measure["changed_ink_finer"] = finer
-                if finer[1] >= CHANGED_INK:
+                if finer[1] >= limit:
                     return InkVerdict(False, "changed-ink", measure)
         # colours are read on the canvases at their own size
         recoloured = _recoloured(a, b, fixed, warp) if "pixel" in changed else \
