@@ -29,8 +29,9 @@ coincide with it everywhere.
    its own, a copy's strokes lie within ``FINE_TOLERANCE``; ink of each that the other lacks at
    one place (``CHANGED_INK`` pixels of both) is another label written there ('45°' for '60°'),
    which the whole picture's tolerance lets pass; ``CHANGED_INK_ONE_PIXEL`` for two pictures of
-   one own pixel aligned by a shift (``_a_shift``), which no resampling sets apart. Where the
-   working size shrank both pictures
+   one own pixel aligned by a shift (``_a_shift``), which no resampling sets apart, and such a
+   pair is compared again at ``ONE_GRID_FINER`` times the working size. Where the working size
+   shrank both pictures
    (``FINER_FROM``), the tiles are compared once more at the coarser one's own pixel
    (``_finer_look``): a label of a few pixels in a large figure is too small there for another
    digit's strokes to show.
@@ -107,6 +108,7 @@ CHANGED_INK = 5  # pixels of each picture's ink unmatched so at one place: anoth
 CHANGED_INK_ONE_PIXEL = 3  # the same, for two pictures of one own pixel (nothing resampled between them)
 FINER_FROM = 1.5  # a pair whose pictures both have this many own pixels a working pixel is compared
 FINER_MOST = 2.5  # again finer (``_finer_look``), at most this many times the working size
+ONE_GRID_FINER = 2.0  # times the working size that two pictures of one grid are compared again at, at least
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,7 @@ class InkPicture:
     # a picture whose faint ink reaches beyond its ink box cropped to that too
     faint_reading: InkPicture | None = field(default=None, compare=False, repr=False)
     # what it was read from, to be read again finer (``_finer``): the inkness of each grey level
-    # and, where the working size shrank it (``FINER_FROM``), the decoded grey pixels
+    # and the decoded grey pixels
     table: np.ndarray | None = field(default=None, compare=False, repr=False)
     grey: np.ndarray | None = field(default=None, compare=False, repr=False)
 
@@ -211,12 +213,7 @@ def ink_picture(data: bytes) -> InkPicture:
     wider = None if picture.box is None else _faint_box(grey, inkness, picture.box)
     if wider is not None:
         picture = replace(picture, faint_reading=_cropped(grey, rgb, inkness, contrast, wider, exact, dark_paper))
-    return _with_grey(picture, grey) if _readings_shrunk(picture) else picture
-
-
-def _readings_shrunk(picture: InkPicture) -> bool:
-    """Whether the working size shrank the picture or one of its readings ``FINER_FROM`` times."""
-    return picture.pixel * FINER_FROM <= 1.0 or any(map(_readings_shrunk, picture.other_readings().values()))
+    return _with_grey(picture, grey)
 
 
 def _with_grey(picture: InkPicture, grey: np.ndarray) -> InkPicture:
@@ -915,13 +912,18 @@ def _finer(picture: InkPicture, factor: float, margin: int) -> np.ndarray:
     return canvas
 
 
-def _finer_look(a: InkPicture, b: InkPicture, warp: np.ndarray, rho: float | None) -> tuple[float, int] | None:
+def _finer_look(a: InkPicture, b: InkPicture, warp: np.ndarray, rho: float | None,
+                one_grid: bool = False) -> tuple[float, int] | None:
     """(factor, ``_changed_ink``) of two pictures that the working size shrank, read again from
     their grey pixels at the coarser one's own pixel (at most ``FINER_MOST`` times the working size)
     and aligned by ``warp``; None where that is not ``FINER_FROM`` times finer. A label of a few
     pixels in a large figure ('x = 3' / 'x = 5', 10 px high in a 1,476-px figure) is 4 working
     pixels high, too few for strokes of another digit to show."""
     factor = min(FINER_MOST, 1.0 / max(a.pixel, b.pixel))
+    if one_grid:
+        # no resampling between them to forgive: finer than their own pixel still shows a
+        # digit's strokes that the working size blends ('3' / '5' 9 working pixels high)
+        factor = max(factor, ONE_GRID_FINER)
     if factor < FINER_FROM or a.grey is None or b.grey is None or a.box is None or b.box is None:
         return None
     cv2 = _cv2()
@@ -1142,7 +1144,7 @@ def _compare_readings(a: InkPicture, b: InkPicture) -> InkVerdict:
                 measure["changed_ink"], limit = _changed_ink(best.fixed, best.moved), CHANGED_INK
             if measure["changed_ink"] >= limit:
                 return InkVerdict(False, "changed-ink", measure)
-            finer = None if changed else _finer_look(a, b, warp, rho)
+            finer = None if changed else _finer_look(a, b, warp, rho, one_pixel)
             if finer is not None:
                 measure["finer"], measure["changed_ink_finer"] = finer
                 if finer[1] >= limit:
