@@ -34,7 +34,14 @@ coincide with it everywhere.
    shrank both pictures
    (``FINER_FROM``), the tiles are compared once more at the coarser one's own pixel
    (``_finer_look``): a label of a few pixels in a large figure is too small there for another
-   digit's strokes to show.
+   digit's strokes to show;
+5. for a pair that passes and whose decoded pixels are of one page (``_one_page``: over the union
+   of their ink boxes, at the shift of a corner of those boxes, ``ONE_PAGE`` of the pixels read
+   alike: a re-encode, another tone, another crop, another label; a re-scan's noise, blur and turn
+   leave far fewer), both are read again over that box alike at ``ONE_GRID_FINER`` times the
+   working size, where a copy's strong ink meets the other's at once: ``OWN_INK`` pixels of one
+   alone at one place (``_own_ink``) is a mark the other lacks ('12' / '15', 'cafe' / 'park'
+   written at one place, which the tiles' count of each side's ink lets pass).
 
 A pair that differs gets a second look (``_second_look``) at the lower of the two ink levels
 and at the coarser picture's own pixel, as far as two copies of a small figure can agree: at the
@@ -109,6 +116,9 @@ CHANGED_INK_ONE_PIXEL = 3  # the same, for two pictures of one own pixel (nothin
 FINER_FROM = 1.5  # a pair whose pictures both have this many own pixels a working pixel is compared
 FINER_MOST = 2.5  # again finer (``_finer_look``), at most this many times the working size
 ONE_GRID_FINER = 2.0  # times the working size that two pictures of one grid are compared again at, at least
+ALIKE = 0.05  # inkness by which two pixels of one page may differ and read alike (``_one_page``)
+ONE_PAGE = 0.985  # share of two crops' pixels that read alike from which they are of one page
+OWN_INK = 2  # strong pixels of one picture alone at one place, on one page: a mark the other lacks
 
 
 @dataclass(frozen=True)
@@ -898,6 +908,19 @@ def _changed_ink(fixed: np.ndarray, moved: np.ndarray) -> int:
     return int(np.minimum(of_fixed, of_moved)[1:].max(initial=0))
 
 
+def _own_ink(fixed: np.ndarray, moved: np.ndarray) -> int:
+    """The most strong ink that one canvas has at one place (a cluster, ``CLUSTER_GAP``) with no
+    ink of the other (at ``NEAR_LEVEL``) within ``FINE_TOLERANCE``: for canvases on one grid."""
+    cv2 = _cv2()
+    disc = _disc(FINE_TOLERANCE)
+    alone = [(one >= INK_LEVEL) & (cv2.dilate(other, disc) < NEAR_LEVEL) for one, other in ((fixed, moved), (moved, fixed))]
+    either = (alone[0] | alone[1]).view(np.uint8)
+    if not either.any():
+        return 0
+    count, labels = cv2.connectedComponents(cv2.dilate(either, _disc(CLUSTER_GAP)), connectivity=8)
+    return int(max(np.bincount(labels[mask], minlength=count)[1:].max(initial=0) for mask in alone))
+
+
 def _finer(picture: InkPicture, factor: float, margin: int) -> np.ndarray:
     """The picture's ink read again from its grey pixels as it was read, at ``factor`` times
     the working size, with ``margin`` pixels of paper."""
@@ -957,6 +980,57 @@ def _a_shift(warp: np.ndarray, shape: tuple[int, int]) -> bool:
     corners = np.array([[w, h], [w, -h], [-w, h], [-w, -h]], np.float64) / 2
     moved = corners @ (warp[:, :2].astype(np.float64) - np.eye(2)).T
     return float(np.hypot(moved[:, 0], moved[:, 1]).max()) <= TOLERANCE
+
+
+def _one_page(a: InkPicture, b: InkPicture) -> tuple[tuple[int, int], float] | None:
+    """(the whole pixels by which ``b``'s decoded pixels lie from ``a``'s, the share of the pixels
+    of their ink boxes that read alike there, within ``ALIKE``) at the shift of the corners of
+    their ink boxes that the most read alike; None where either has no box. Two crops of one page
+    (re-encoded, retoned, a label that reaches past the other's ink box) are scaled to the working
+    size apart, yet their pixels are on one grid and read alike but for a label; a re-scan's
+    noise, blur and turn, or a resize, leave far fewer alike."""
+    if a.box is None or b.box is None or a.grey is None or b.grey is None:
+        return None
+    (ax0, ay0, ax1, ay1), (bx0, by0, bx1, by1) = a.box, b.box
+    best = None
+    for shift in dict.fromkeys((dx, dy) for dx in (bx0 - ax0, bx1 - ax1) for dy in (by0 - ay0, by1 - ay1)):
+        one, other = _on_one_page(a, b, shift, None)
+        alike = float(np.count_nonzero(np.abs(one - other) <= ALIKE) / one.size)
+        if best is None or alike > best[1]:
+            best = shift, alike
+    return best
+
+
+def _on_one_page(a: InkPicture, b: InkPicture, shift: tuple[int, int],
+                 factor: float | None = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Both pictures read from their grey pixels over one box, the union of their ink boxes
+    (``b``'s taken ``shift`` pixels off), scaled alike to ``factor`` times the working size (None:
+    left at their decoded pixels): two canvases on one grid that need no alignment."""
+    cv2 = _cv2()
+    dx, dy = shift
+    x0, y0 = min(a.box[0], b.box[0] - dx), min(a.box[1], b.box[1] - dy)
+    x1, y1 = max(a.box[2], b.box[2] - dx), max(a.box[3], b.box[3] - dy)
+    h, w = y1 - y0, x1 - x0
+    scale = 1.0 if factor is None else factor * min(WORK_SIDE / np.sqrt(h * w), MAX_ASPECT * WORK_SIDE / max(h, w))
+    size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    margin = 0 if factor is None else int(np.ceil(MARGIN * factor))
+
+    def read(picture: InkPicture, ox: int, oy: int) -> np.ndarray:
+        box = np.zeros((h, w), np.float32)  # past the page: paper
+        page_h, page_w = picture.grey.shape
+        top, left = max(0, y0 + oy), max(0, x0 + ox)
+        bottom, right = min(page_h, y1 + oy), min(page_w, x1 + ox)
+        if bottom > top and right > left:
+            box[top - y0 - oy:bottom - y0 - oy, left - x0 - ox:right - x0 - ox] = cv2.LUT(
+                np.ascontiguousarray(picture.grey[top:bottom, left:right]), picture.table)
+        if factor is None:
+            return box
+        canvas = np.zeros((size[1] + 2 * margin, size[0] + 2 * margin), np.float32)
+        canvas[margin:margin + size[1], margin:margin + size[0]] = cv2.resize(
+            box, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
+        return canvas
+
+    return read(a, 0, 0), read(b, dx, dy)
 
 
 def _scaled_start(fixed: tuple[int, int], moving: tuple[int, int]) -> np.ndarray | None:
@@ -1149,6 +1223,16 @@ def _compare_readings(a: InkPicture, b: InkPicture) -> InkVerdict:
                 measure["finer"], measure["changed_ink_finer"] = finer
                 if finer[1] >= limit:
                     return InkVerdict(False, "changed-ink", measure)
+        page = _one_page(a, b)
+        if page is not None and page[1] >= ONE_PAGE:
+            # the pixels of one page but for a few: read over one box alike, finer than the
+            # working size, a copy's strong ink meets the other's at once, and ink of one alone at
+            # one place is a mark the other does not have ('12' / '15' in a 866-px figure)
+            factor = max(min(FINER_MOST, 1.0 / max(a.pixel, b.pixel)), ONE_GRID_FINER)
+            measure["page_shift"], measure["page_alike"] = list(page[0]), round(page[1], 4)
+            measure["own_ink"] = _own_ink(*_on_one_page(a, b, page[0], factor))
+            if measure["own_ink"] >= OWN_INK:
+                return InkVerdict(False, "changed-ink", measure)
         # colours are read on the canvases at their own size
         recoloured = _recoloured(a, b, fixed, warp) if "pixel" in changed else \
             _recoloured(a, b, best.fixed, warp, best.moved)
