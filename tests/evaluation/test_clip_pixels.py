@@ -75,9 +75,11 @@ def pictures(tmp_path_factory):
     return made
 
 
-@pytest.mark.parametrize("proc", [processor(), processor(40, (32, 24)), processor(224, (224, 224))],
+# made in the test, not at collection: transformers' import costs seconds in every worker
+@pytest.mark.parametrize("shape", [(336, (336, 336)), (40, (32, 24)), (224, (224, 224))],
                          ids=["336", "40-crop32x24", "224"])
-def test_pixels_are_the_processors_bit_for_bit(pictures, proc):
+def test_pixels_are_the_processors_bit_for_bit(pictures, shape):
+    proc = processor(*shape)
     fast = clip_pixels.ClipPixels(proc)
     assert fast.plan is not None
     paths = list(pictures.values())
