@@ -40,8 +40,8 @@ coincide with it everywhere.
    alike: a re-encode, another tone, another crop, another label; a re-scan's noise, blur and turn
    leave far fewer), both are read again over that box alike at ``ONE_GRID_FINER`` times the
    working size, where a copy's strong ink meets the other's at once: ``OWN_INK`` pixels of one
-   alone at one place (``_own_ink``) is a mark the other lacks ('12' / '15', 'cafe' / 'park'
-   written at one place, which the tiles' count of each side's ink lets pass).
+   alone at one place (``_own_ink``) is a mark the other lacks ('cafe' / 'park' written at one
+   place, which the tiles' count of each side's ink lets pass).
 
 A pair that differs gets a second look (``_second_look``) at the lower of the two ink levels
 and at the coarser picture's own pixel, as far as two copies of a small figure can agree: at the
@@ -300,13 +300,8 @@ def _cropped(grey: np.ndarray, rgb: np.ndarray, inkness: np.ndarray, contrast: f
     x0, y0, x1, y1 = found
     box_grey = np.ascontiguousarray(grey[y0:y1, x0:x1])
     box = cv2.LUT(box_grey, inkness)
-    # the ink box gets WORK_SIDE² pixels whatever its shape (a wide strip of panels keeps its
-    # labels legible), its longer side at most MAX_ASPECT times WORK_SIDE
-    scale = min(WORK_SIDE / np.sqrt(box.shape[0] * box.shape[1]), MAX_ASPECT * WORK_SIDE / max(box.shape))
-    size = (max(1, round(box.shape[1] * scale)), max(1, round(box.shape[0] * scale)))
-    resized = cv2.resize(box, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
-    canvas = np.zeros((size[1] + 2 * MARGIN, size[0] + 2 * MARGIN), np.float32)
-    canvas[MARGIN:MARGIN + size[1], MARGIN:MARGIN + size[0]] = resized
+    scale = _working_scale(*box.shape)
+    canvas = _scaled_canvas(box, scale, MARGIN)
     box_rgb = rgb[y0:y1, x0:x1]
     ink_mask = _levels_where(box_grey, inkness >= INK_LEVEL).view(bool)
     chroma = None
@@ -316,11 +311,27 @@ def _cropped(grey: np.ndarray, rgb: np.ndarray, inkness: np.ndarray, contrast: f
         if (np.abs(ink_colour).max(axis=1) > COLOURFUL).mean() > COLOURED_INK:
             colour = _minus_grey(box_rgb.astype(np.float32))
             # blurred when a comparison first reads it (``_chroma``): most never do
-            chroma = np.zeros((*canvas.shape, 3), np.float32)
-            chroma[MARGIN:MARGIN + size[1], MARGIN:MARGIN + size[0]] = cv2.resize(
-                colour, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
+            chroma = _scaled_canvas(colour, scale, MARGIN)
     return InkPicture(canvas, int((canvas >= INK_LEVEL).sum()), contrast, exact, float(scale), chroma,
                       dark_paper=dark_paper, box=found, table=inkness)
+
+
+def _working_scale(height: int, width: int) -> float:
+    """The scale of an ink box of ``height`` x ``width`` pixels to the working size: WORK_SIDE²
+    pixels whatever its shape (a wide strip of panels keeps its labels legible), its longer side
+    at most MAX_ASPECT times WORK_SIDE."""
+    return min(WORK_SIDE / np.sqrt(height * width), MAX_ASPECT * WORK_SIDE / max(height, width))
+
+
+def _scaled_canvas(box: np.ndarray, scale: float, margin: int) -> np.ndarray:
+    """``box`` (float32, grey or with channels) scaled by ``scale``, with ``margin`` pixels of
+    paper (zeros) around it."""
+    cv2 = _cv2()
+    size = (max(1, round(box.shape[1] * scale)), max(1, round(box.shape[0] * scale)))
+    canvas = np.zeros((size[1] + 2 * margin, size[0] + 2 * margin, *box.shape[2:]), np.float32)
+    canvas[margin:margin + size[1], margin:margin + size[0]] = cv2.resize(
+        box, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
+    return canvas
 
 
 def _levels_where(grey: np.ndarray, table: np.ndarray) -> np.ndarray:
@@ -899,13 +910,8 @@ def _changed_ink(fixed: np.ndarray, moved: np.ndarray) -> int:
         of_fixed, of_moved = missing(*shifts[k])  # again: cheaper than keeping every shift's masks
         lacking_fixed |= of_fixed & chosen
         lacking_moved |= of_moved & chosen
-    either = np.ascontiguousarray((lacking_fixed | lacking_moved)[:h, :w]).view(np.uint8)
-    if not either.any():
-        return 0
-    count, labels = cv2.connectedComponents(cv2.dilate(either, _disc(CLUSTER_GAP)), connectivity=8)
-    of_fixed = np.bincount(labels[lacking_fixed[:h, :w]], minlength=count)
-    of_moved = np.bincount(labels[lacking_moved[:h, :w]], minlength=count)
-    return int(np.minimum(of_fixed, of_moved)[1:].max(initial=0))
+    of_fixed, of_moved = _per_cluster(lacking_fixed[:h, :w], lacking_moved[:h, :w])
+    return int(np.minimum(of_fixed, of_moved).max(initial=0))
 
 
 def _own_ink(fixed: np.ndarray, moved: np.ndarray) -> int:
@@ -914,25 +920,39 @@ def _own_ink(fixed: np.ndarray, moved: np.ndarray) -> int:
     cv2 = _cv2()
     disc = _disc(FINE_TOLERANCE)
     alone = [(one >= INK_LEVEL) & (cv2.dilate(other, disc) < NEAR_LEVEL) for one, other in ((fixed, moved), (moved, fixed))]
-    either = (alone[0] | alone[1]).view(np.uint8)
+    return int(max(counts.max(initial=0) for counts in _per_cluster(*alone)))
+
+
+def _per_cluster(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pixels of each of two masks in each cluster of their union (pixels within
+    ``CLUSTER_GAP`` of each other), one count per cluster; empty where both are."""
+    either = np.ascontiguousarray(first | second).view(np.uint8)
     if not either.any():
-        return 0
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    cv2 = _cv2()
     count, labels = cv2.connectedComponents(cv2.dilate(either, _disc(CLUSTER_GAP)), connectivity=8)
-    return int(max(np.bincount(labels[mask], minlength=count)[1:].max(initial=0) for mask in alone))
+    return (np.bincount(labels[first], minlength=count)[1:], np.bincount(labels[second], minlength=count)[1:])
 
 
 def _finer(picture: InkPicture, factor: float, margin: int) -> np.ndarray:
     """The picture's ink read again from its grey pixels as it was read, at ``factor`` times
     the working size, with ``margin`` pixels of paper."""
-    cv2 = _cv2()
     x0, y0, x1, y1 = picture.box
-    box = cv2.LUT(np.ascontiguousarray(picture.grey[y0:y1, x0:x1]), picture.table)
-    scale = picture.pixel * factor
-    size = (max(1, round(box.shape[1] * scale)), max(1, round(box.shape[0] * scale)))
-    canvas = np.zeros((size[1] + 2 * margin, size[0] + 2 * margin), np.float32)
-    canvas[margin:margin + size[1], margin:margin + size[0]] = cv2.resize(
-        box, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
-    return canvas
+    box = _cv2().LUT(np.ascontiguousarray(picture.grey[y0:y1, x0:x1]), picture.table)
+    return _scaled_canvas(box, picture.pixel * factor, margin)
+
+
+def _own_pixel_factor(a: InkPicture, b: InkPicture) -> float:
+    """Times the working size at which the coarser of two pictures is at its own pixel, at most
+    ``FINER_MOST``."""
+    return min(FINER_MOST, 1.0 / max(a.pixel, b.pixel))
+
+
+def _one_grid_factor(a: InkPicture, b: InkPicture) -> float:
+    """The same for two pictures of one grid, at least ``ONE_GRID_FINER``: no resampling between
+    them to forgive, finer than their own pixel still shows a digit's strokes that the working
+    size blends ('3' / '5' 9 working pixels high)."""
+    return max(_own_pixel_factor(a, b), ONE_GRID_FINER)
 
 
 def _finer_look(a: InkPicture, b: InkPicture, warp: np.ndarray, rho: float | None,
@@ -942,11 +962,7 @@ def _finer_look(a: InkPicture, b: InkPicture, warp: np.ndarray, rho: float | Non
     and aligned by ``warp``; None where that is not ``FINER_FROM`` times finer. A label of a few
     pixels in a large figure ('x = 3' / 'x = 5', 10 px high in a 1,476-px figure) is 4 working
     pixels high, too few for strokes of another digit to show."""
-    factor = min(FINER_MOST, 1.0 / max(a.pixel, b.pixel))
-    if one_grid:
-        # no resampling between them to forgive: finer than their own pixel still shows a
-        # digit's strokes that the working size blends ('3' / '5' 9 working pixels high)
-        factor = max(factor, ONE_GRID_FINER)
+    factor = _one_grid_factor(a, b) if one_grid else _own_pixel_factor(a, b)
     if factor < FINER_FROM or a.grey is None or b.grey is None or a.box is None or b.box is None:
         return None
     cv2 = _cv2()
@@ -1011,9 +1027,6 @@ def _on_one_page(a: InkPicture, b: InkPicture, shift: tuple[int, int],
     x0, y0 = min(a.box[0], b.box[0] - dx), min(a.box[1], b.box[1] - dy)
     x1, y1 = max(a.box[2], b.box[2] - dx), max(a.box[3], b.box[3] - dy)
     h, w = y1 - y0, x1 - x0
-    scale = 1.0 if factor is None else factor * min(WORK_SIDE / np.sqrt(h * w), MAX_ASPECT * WORK_SIDE / max(h, w))
-    size = (max(1, round(w * scale)), max(1, round(h * scale)))
-    margin = 0 if factor is None else int(np.ceil(MARGIN * factor))
 
     def read(picture: InkPicture, ox: int, oy: int) -> np.ndarray:
         box = np.zeros((h, w), np.float32)  # past the page: paper
@@ -1025,10 +1038,7 @@ def _on_one_page(a: InkPicture, b: InkPicture, shift: tuple[int, int],
                 np.ascontiguousarray(picture.grey[top:bottom, left:right]), picture.table)
         if factor is None:
             return box
-        canvas = np.zeros((size[1] + 2 * margin, size[0] + 2 * margin), np.float32)
-        canvas[margin:margin + size[1], margin:margin + size[0]] = cv2.resize(
-            box, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
-        return canvas
+        return _scaled_canvas(box, factor * _working_scale(h, w), int(np.ceil(MARGIN * factor)))
 
     return read(a, 0, 0), read(b, dx, dy)
 
@@ -1227,10 +1237,9 @@ def _compare_readings(a: InkPicture, b: InkPicture) -> InkVerdict:
         if page is not None and page[1] >= ONE_PAGE:
             # the pixels of one page but for a few: read over one box alike, finer than the
             # working size, a copy's strong ink meets the other's at once, and ink of one alone at
-            # one place is a mark the other does not have ('12' / '15' in a 866-px figure)
-            factor = max(min(FINER_MOST, 1.0 / max(a.pixel, b.pixel)), ONE_GRID_FINER)
+            # one place is a mark the other does not have ('cafe' / 'park' at one place)
             measure["page_shift"], measure["page_alike"] = list(page[0]), round(page[1], 4)
-            measure["own_ink"] = _own_ink(*_on_one_page(a, b, page[0], factor))
+            measure["own_ink"] = _own_ink(*_on_one_page(a, b, page[0], _one_grid_factor(a, b)))
             if measure["own_ink"] >= OWN_INK:
                 return InkVerdict(False, "changed-ink", measure)
         # colours are read on the canvases at their own size
