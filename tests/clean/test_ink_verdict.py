@@ -687,7 +687,7 @@ def test_only_an_alignment_that_is_a_shift_puts_two_pictures_on_one_grid():
     assert not ink._a_shift(np.array([[1.02, 0, 0], [0, 1.02, 0]], np.float32), shape)
 
 
-# real figures of bench/ink_verdict.py's seed 0 whose relabels ('cafe' / 'park', '2 cm' / '2 in.')
+# real figures of bench/ink_verdict.py's seed 0 whose relabels ('cafe' / 'park', 'x = 3' / 'x = 5', '4 cm' / '4 m')
 # the working size, even twice finer, blends: the tiles' count of each side's ink finds nothing
 # there, yet each page holds ink the other lacks at one place. Stop 44's verdict merged all four.
 ONE_PAGE_FIGURES = ("opendsa-html/Exercises/CMP/PointersCM.png", "wemath/data/2steps/image/296-multi.png",
