@@ -61,17 +61,30 @@ def assert_one_version(home: DataHome) -> None:
     assert not publish.staged_export(home).exists() and not publish.staged_warehouse(home).parent.exists()
 
 
-@pytest.fixture
-def built(tmp_path):
-    """A home built from 40 questions, and its source (the next build adds 12)."""
-    source = write_source(tmp_path / "src", 40)
-    home = DataHome(tmp_path / "home")
+@pytest.fixture(scope="module")
+def built_once(tmp_path_factory):
+    """One home built from 40 questions, and its source."""
+    root = tmp_path_factory.mktemp("publish-version")
+    source = write_source(root / "src", 40)
+    home = DataHome(root / "home")
     with home_instance(home):
         outcome = run_build(settings_for(home, source), progress=False)
-        assert outcome.success, outcome.summary
+    assert outcome.success, outcome.summary
+    return home, source
+
+
+@pytest.fixture
+def built(built_once, tmp_path):
+    """A private copy of that home, and its source (the next build adds 12; the source is
+    written back to its 40 questions after the test)."""
+    original, source = built_once
+    home = DataHome(tmp_path / "home")
+    shutil.copytree(original.root, home.root)
+    with home_instance(home):
         assert question_count(home) == 40
         assert_one_version(home)
         yield home, source
+    write_source(source.parent, 40)
 
 
 def test_a_build_failing_after_the_export_step_publishes_neither(built, monkeypatch):
