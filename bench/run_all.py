@@ -5,7 +5,8 @@
 Runs, each in its own process (so one's memory and threads do not disturb another's figures):
 the paper-scale offline build with its I/O floor and incremental rebuilds (bench/paper_scale.py),
 crawl vs Scrapy (bench/crawl.py), dedup vs datasketch (bench/dedup.py), perceptual hashing vs
-imagehash (bench/imagehash_speed.py), scoring 1M predictions (bench/score.py), LaTeX quality
+imagehash (bench/imagehash_speed.py), the export's PNG conversion vs Pillow's default
+(bench/export_png.py), scoring 1M predictions (bench/score.py), LaTeX quality
 (bench/latex_quality.py), tagger agreement (bench/tagger_agreement.py) and cleaning quality against
 the demo site's truth and on the real corpora built whole (bench/clean_quality.py --corpora). ``--quick`` uses
 small sizes (a smoke run of the whole suite in a few minutes).
@@ -124,7 +125,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     global REUSE
     REUSE = args.reuse
-    only = set(filter(None, args.only.split(","))) or {"paper", "crawl", "dedup", "imagehash", "score", "latex", "tagger", "corpora"}
+    only = set(filter(None, args.only.split(","))) or {"paper", "crawl", "dedup", "imagehash", "png", "score", "latex", "tagger", "corpora"}
     quick = args.quick
     started = dt.datetime.now(dt.timezone.utc)
     print(f"stemforge bench {started:%Y-%m-%d %H:%M} UTC; {machine()}", flush=True)
@@ -227,6 +228,15 @@ def main(argv=None) -> int:
         if differ is not None:
             rows.append(("images whose fast-path hash differs from imagehash's (all sets)", f"{differ}%",
                          "(no goal)", "n/a"))
+
+    if "png" in only:
+        code, out, sec = sh(["bench/export_png.py", *(["--limit", "200"] if quick else [])], 1800)
+        outputs["export PNG conversion vs Pillow's default"] = out
+        print(out, flush=True)
+        m = re.search(r"time ratio ([\d.]+), size ratio ([\d.]+)", out)
+        rows.append(("export's PNG conversion of real non-PNG pictures vs Pillow's default level, time / size",
+                     f"{m.group(1)} / {m.group(2)}" if m else "failed", "<= 1 / <= 1",
+                     verdict(float(m.group(1)) <= 1 and float(m.group(2)) <= 1) if m else "n/a"))
 
     if "score" in only:
         code, out, sec = sh(["bench/score.py", "--predictions", "100000" if quick else "1000000"], 1800)
