@@ -7,6 +7,29 @@ from pathlib import Path
 
 os.environ.setdefault("STEMFORGE_PYTHON_SOURCES", str(Path(__file__).resolve().parent))
 
+# The tests' data homes live in memory where the machine has room for them (/dev/shm): every
+# build writes Dagster's SQLite history, whose commits wait on the disk (a no-change build of
+# 90 questions: 7.3 s on disk, 6.1 s in memory on the 2-core machine). Passed tests' folders
+# are removed as they pass (``tmp_path_retention_policy``), failed ones' kept.
+MEMORY_TEMP_ROOT = Path("/dev/shm")
+MEMORY_TEMP_FREE = 8 * 2**30  # bytes free that the root needs, else the system's temp folder
+
+
+def _memory_temp_root() -> str | None:
+    import shutil
+
+    try:
+        if MEMORY_TEMP_ROOT.is_dir() and os.access(MEMORY_TEMP_ROOT, os.W_OK) and \
+                shutil.disk_usage(MEMORY_TEMP_ROOT).free >= MEMORY_TEMP_FREE:
+            return str(MEMORY_TEMP_ROOT)
+    except OSError:
+        pass
+    return None
+
+
+if "PYTEST_DEBUG_TEMPROOT" not in os.environ and _memory_temp_root():
+    os.environ["PYTEST_DEBUG_TEMPROOT"] = _memory_temp_root()
+
 # The files that take longest (`pytest --durations`, seconds on the 2-core machine), run first:
 # `make test` hands whole files to its two workers in collection order, so a long file collected
 # last would leave one worker running it alone (longest first: the two finish close together).
