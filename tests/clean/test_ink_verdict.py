@@ -638,7 +638,7 @@ def test_another_label_at_one_place_of_a_small_real_figure_is_another_picture():
     another label at one place) are on one grid: nothing resamples one against the other, so a
     copy's ink coincides tile by tile and ``CHANGED_INK_ONE_PIXEL`` of each at one place is another
     label, small figures' too (their shrunk second look forgave it: 47 of 82 such pairs of seed 0
-    were merged, 10 now). Copies of one grid stay copies."""
+    were merged, 10 then, none of these 14 now). Copies of one grid stay copies."""
     figures = pp.real_figures(16, seed=0, only_small=True)
     merged, judged, lost = [], 0, []
     for kind, name, a, b in pp.make_pairs(figures, seed=0):
@@ -651,14 +651,15 @@ def test_another_label_at_one_place_of_a_small_real_figure_is_another_picture():
             verdict = compare_pictures(a, b)
             if not verdict.same:
                 lost.append((kind, name, verdict))
-    assert judged >= 12 and len(merged) <= 1, (judged, merged)
+    assert judged >= 12 and merged == [], (judged, merged)
     assert lost == []
 
 
 def test_another_label_at_one_place_of_a_real_figure_shows_finer_than_the_working_size():
     """Pairs of one grid are compared again at ``ONE_GRID_FINER`` times the working size, where
     the strokes of '3' and '5' that the working size blends show: of seed 0's 116 relabels, 19
-    were merged at the working size, 12 now. Copies of one grid stay copies there."""
+    were merged at the working size, 12 then, none of these 39 now. Copies of one grid stay
+    copies there."""
     figures = pp.real_figures(40, seed=0)
     merged, judged, lost, finer = 0, 0, [], 0
     for kind, name, a, b in pp.make_pairs(figures, seed=0):
@@ -671,7 +672,7 @@ def test_another_label_at_one_place_of_a_real_figure_shows_finer_than_the_workin
             verdict = compare_pictures(a, b)
             if not verdict.same:
                 lost.append((kind, name, verdict))
-    assert judged >= 35 and merged <= 4 and finer >= 1, (judged, merged, finer)
+    assert judged >= 35 and merged == 0 and finer >= 1, (judged, merged, finer)
     assert lost == []
 
 
