@@ -999,10 +999,11 @@ def _a_shift(warp: np.ndarray, shape: tuple[int, int]) -> bool:
     return float(np.hypot(moved[:, 0], moved[:, 1]).max()) <= TOLERANCE
 
 
-def _one_page(a: InkPicture, b: InkPicture) -> tuple[tuple[int, int], float] | None:
+def _one_page(a: InkPicture, b: InkPicture) -> tuple[tuple[int, int], float, tuple[np.ndarray, np.ndarray]] | None:
     """(the whole pixels by which ``b``'s decoded pixels lie from ``a``'s, the share of the pixels
-    of their ink boxes that read alike there, within ``ALIKE``) at the shift of the corners of
-    their ink boxes that the most read alike; None where either has no box. Two crops of one page
+    of their ink boxes that read alike there, within ``ALIKE``, and the two read there:
+    ``_on_one_page``) at the shift of the corners of their ink boxes that the most read alike;
+    None where either has no box. Two crops of one page
     (re-encoded, retoned, a label that reaches past the other's ink box) are scaled to the working
     size apart, yet their pixels are on one grid and read alike but for a label; a re-scan's
     noise, blur and turn, or a resize, leave far fewer alike."""
@@ -1011,18 +1012,17 @@ def _one_page(a: InkPicture, b: InkPicture) -> tuple[tuple[int, int], float] | N
     (ax0, ay0, ax1, ay1), (bx0, by0, bx1, by1) = a.box, b.box
     best = None
     for shift in dict.fromkeys((dx, dy) for dx in (bx0 - ax0, bx1 - ax1) for dy in (by0 - ay0, by1 - ay1)):
-        one, other = _on_one_page(a, b, shift, None)
+        one, other = _on_one_page(a, b, shift)
         alike = float(np.count_nonzero(np.abs(one - other) <= ALIKE) / one.size)
         if best is None or alike > best[1]:
-            best = shift, alike
+            best = shift, alike, (one, other)
     return best
 
 
-def _on_one_page(a: InkPicture, b: InkPicture, shift: tuple[int, int],
-                 factor: float | None = 1.0) -> tuple[np.ndarray, np.ndarray]:
+def _on_one_page(a: InkPicture, b: InkPicture, shift: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
     """Both pictures read from their grey pixels over one box, the union of their ink boxes
-    (``b``'s taken ``shift`` pixels off), scaled alike to ``factor`` times the working size (None:
-    left at their decoded pixels): two canvases on one grid that need no alignment."""
+    (``b``'s taken ``shift`` pixels off), at their decoded pixels: two canvases on one grid that
+    need no alignment."""
     cv2 = _cv2()
     dx, dy = shift
     x0, y0 = min(a.box[0], b.box[0] - dx), min(a.box[1], b.box[1] - dy)
@@ -1037,9 +1037,7 @@ def _on_one_page(a: InkPicture, b: InkPicture, shift: tuple[int, int],
         if bottom > top and right > left:
             box[top - y0 - oy:bottom - y0 - oy, left - x0 - ox:right - x0 - ox] = cv2.LUT(
                 np.ascontiguousarray(picture.grey[top:bottom, left:right]), picture.table)
-        if factor is None:
-            return box
-        return _scaled_canvas(box, factor * _working_scale(h, w), int(np.ceil(MARGIN * factor)))
+        return box
 
     return read(a, 0, 0), read(b, dx, dy)
 
@@ -1239,7 +1237,7 @@ def _compare_readings(a: InkPicture, b: InkPicture) -> InkVerdict:
             # the pixels of one page but for a few: read over one box at their decoded pixels,
             # a few of one reading darker at one place are a mark the other does not have
             measure["page_shift"], measure["page_alike"] = list(page[0]), round(page[1], 4)
-            measure["own_ink"] = _own_ink(*_on_one_page(a, b, page[0], None))
+            measure["own_ink"] = _own_ink(*page[2])
             if measure["own_ink"] >= OWN_INK:
                 return InkVerdict(False, "changed-ink", measure)
         # colours are read on the canvases at their own size
