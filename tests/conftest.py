@@ -27,8 +27,8 @@ def _memory_temp_root() -> str | None:
     return None
 
 
-if "PYTEST_DEBUG_TEMPROOT" not in os.environ and _memory_temp_root():
-    os.environ["PYTEST_DEBUG_TEMPROOT"] = _memory_temp_root()
+if "PYTEST_DEBUG_TEMPROOT" not in os.environ and (_root := _memory_temp_root()):
+    os.environ["PYTEST_DEBUG_TEMPROOT"] = _root
 
 # The files that take longest (`pytest --durations`, seconds on the 2-core machine), run first:
 # `make test` hands whole files to its two workers in collection order, so a long file collected

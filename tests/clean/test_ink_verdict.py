@@ -359,6 +359,21 @@ def test_a_small_label_in_a_large_real_figure_counts_in_the_figure_s_own_pixels(
         assert compare_pictures(labelled, copy).same
 
 
+def _on_paper_of(name: str, texts: tuple[str, str], spot: tuple[int, int] | None = None) -> list[bytes]:
+    """Two pages of a real figure, one label each at one place (on its paper, or at ``spot``), in
+    the figure's text height and ink colour, as ``picture_pairs.relabelled`` writes them."""
+    from PIL import ImageFont
+
+    from support.hard_cases import pages_with_labels
+
+    im = pp.rgb((pp.CORPORA / name).read_bytes())
+    font = ImageFont.truetype(pp.font_path(), max(8, round(pp.text_height(im) * 1.35)))
+    boxes = [font.getbbox(text) for text in texts]
+    if spot is None:
+        spot = pp.paper_spot(im, random.Random(0), max(b[2] - b[0] for b in boxes), max(b[3] - b[1] for b in boxes))
+    return [pp.png(page) for page in pages_with_labels(im, spot, texts, boxes, font, pp.ink_colour(im))]
+
+
 @pytest.mark.parametrize("texts", [("x = 3", "x = 5"), ("45°", "60°")])
 def test_another_label_in_a_large_real_figure_is_found_at_the_figure_s_own_pixel(texts):
     """We-Math 2steps/342-1 (1476x804) with one label and with another at one place, in its text
@@ -367,24 +382,16 @@ def test_another_label_in_a_large_real_figure_is_found_at_the_figure_s_own_pixel
     merged as a copy). Read again at the figure's own pixel (``_finer_look``, at most
     ``FINER_MOST`` times the working size), each keeps strokes the other lacks. Copies of a
     labelled page (JPEG, a 70% resize, a re-scan) stay copies there."""
-    from PIL import ImageFont
-
-    from support.hard_cases import pages_with_labels
-
-    im = pp.rgb((pp.CORPORA / "wemath" / "data" / "2steps" / "image" / "342-1.png").read_bytes())
-    font = ImageFont.truetype(pp.font_path(), max(8, round(pp.text_height(im) * 1.35)))
-    boxes = [font.getbbox(text) for text in texts]
-    spot = pp.paper_spot(im, random.Random(0), max(b[2] - b[0] for b in boxes), max(b[3] - b[1] for b in boxes))
-    pages = pages_with_labels(im, spot, texts, boxes, font, pp.ink_colour(im))
-    verdict = compare_pictures(pp.png(pages[0]), pp.png(pages[1]))
+    pages = _on_paper_of("wemath/data/2steps/image/342-1.png", texts)
+    verdict = compare_pictures(*pages)
     assert not verdict.same and verdict.kind == "changed-ink", verdict
     m = verdict.measure
     assert m["changed_ink"] < ink.CHANGED_INK <= m["changed_ink_finer"]
     assert ink.FINER_FROM <= m["finer"] <= ink.FINER_MOST
-    second = pages[1]
+    second = pp.rgb(pages[1])
     small = second.resize((round(second.width * 0.7), round(second.height * 0.7)), pp.Image.Resampling.LANCZOS)
     for copy in (pp.jpeg(second, 85), pp.png(small), pp.rescan(second, random.Random(0))):
-        judged = compare_pictures(pp.png(second), copy)
+        judged = compare_pictures(pages[1], copy)
         assert judged.same and judged.kind == "copy", judged
         assert judged.measure.get("changed_ink_finer", 0) < ink.CHANGED_INK
 
@@ -745,21 +752,6 @@ def test_own_ink_counts_pixels_of_one_page_that_one_reads_darker_at_one_place():
     moved[33:36, 5:12] = 0.8
     fixed[34, 6:10] = 1.7
     assert ink._own_ink(fixed, moved) == 4  # the larger of the two
-
-
-def _on_paper_of(name: str, texts: tuple[str, str], spot: tuple[int, int] | None = None) -> list[bytes]:
-    """Two pages of a real figure, one label each at one place (on its paper, or at ``spot``), in
-    the figure's text height and ink colour, as ``picture_pairs.relabelled`` writes them."""
-    from PIL import ImageFont
-
-    from support.hard_cases import pages_with_labels
-
-    im = pp.rgb((pp.CORPORA / name).read_bytes())
-    font = ImageFont.truetype(pp.font_path(), max(8, round(pp.text_height(im) * 1.35)))
-    boxes = [font.getbbox(text) for text in texts]
-    if spot is None:
-        spot = pp.paper_spot(im, random.Random(0), max(b[2] - b[0] for b in boxes), max(b[3] - b[1] for b in boxes))
-    return [pp.png(page) for page in pages_with_labels(im, spot, texts, boxes, font, pp.ink_colour(im))]
 
 
 @pytest.mark.parametrize("name,texts,spot", [
