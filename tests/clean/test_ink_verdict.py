@@ -597,7 +597,8 @@ def test_what_the_shrunk_second_look_forgives_must_be_resampling(first, second, 
         patched = {"thick": "_judge", "blobs": "_blobs_unmatched"}[caught_by]
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(ink, patched, without[caught_by])
-            mp.setattr(ink, "_changed_ink", lambda fixed, moved: 0)  # it catches some of these too
+            mp.setattr(ink, "_changed_ink", lambda fixed, moved: 0)  # it catches some of these too,
+            mp.setattr(ink, "MAX_WARP_STRETCH", 1.0)  # and so does refusing a stretched alignment
             assert compare_pictures(a, b).same, f"not caught without {caught_by}"
     for kind, params, _ in (first, second):
         variants = [render(ImageSpec(kind, params, variant)) for variant in ("", "jpeg", "rescan", "resize")]
@@ -777,3 +778,51 @@ def test_another_label_on_one_page_is_found_at_the_decoded_pixels(name, texts, s
         judged = compare_pictures(pages[1], copy)
         assert judged.same, (kind, judged)
         assert judged.measure.get("own_ink", 0) < ink.OWN_INK, (kind, judged)
+
+
+@pytest.mark.parametrize("stretch", [(1.05, 1.0), (1.0, 1.08)])
+def test_a_real_figure_stretched_one_way_is_another_picture_and_scaled_both_ways_a_copy(stretch):
+    """A copy keeps its drawing's shape: re-encoding, resizing and re-scanning scale it the same
+    both ways. ECC's affine warp can also stretch one picture onto another (a square onto an
+    oblong, a 45° angle onto a 47° one), and such an alignment is not a copy's: a real figure
+    stretched 5% one way is another picture, scaled 10% both ways it is a copy."""
+    for path in pp.real_figures(3, seed=1):
+        data = path.read_bytes()
+        im = pp.rgb(data)
+        sx, sy = stretch
+        stretched = pp.png(im.resize((round(im.width * sx), round(im.height * sy)), pp.Image.Resampling.LANCZOS))
+        assert not compare_pictures(data, stretched).same, path.name
+        scaled = pp.png(im.resize((round(im.width * 1.1), round(im.height * 1.1)), pp.Image.Resampling.LANCZOS))
+        assert compare_pictures(data, scaled).same, path.name
+
+
+def test_an_alignment_that_stretches_more_than_rounding_can_is_not_trusted():
+    """``_trusted`` takes a turn, a shift and a scale the same both ways; a stretch only up to
+    what rounding the smaller ink box's sides to whole pixels adds (``_stretch_limit``)."""
+    turned = np.array([[np.cos(0.01), -np.sin(0.01), 3.0], [np.sin(0.01), np.cos(0.01), -2.0]], np.float32)
+    assert ink._trusted(1.08 * turned, ink.MAX_WARP_STRETCH)
+    stretched = np.array([[1.06, 0.0, 0.0], [0.0, 0.97, 0.0]], np.float32)  # log(1.06 / 0.97) = 0.089
+    assert not ink._trusted(stretched, ink.MAX_WARP_STRETCH + 0.05)
+    assert ink._trusted(stretched, ink.MAX_WARP_STRETCH + 0.06)
+    sheared = np.array([[1.0, 0.1, 0.0], [0.0, 1.0, 0.0]], np.float32)  # scales 1.05 and 0.95
+    assert not ink._trusted(sheared, ink.MAX_WARP_STRETCH)
+    wide, narrow = (dataclasses.replace(ink._blank(), box=box) for box in ((0, 0, 400, 300), (10, 5, 110, 25)))
+    assert ink._stretch_limit(wide, wide) == pytest.approx(ink.MAX_WARP_STRETCH + 1 / 300)
+    assert ink._stretch_limit(wide, narrow) == pytest.approx(ink.MAX_WARP_STRETCH + 1 / 20)
+
+
+def test_demo_bar_magnets_of_other_proportions_are_other_pictures_and_their_copies_are_not():
+    """The demo site draws two bar magnets, N-S and N-S, at a length, thickness and gap of their
+    own (seeds of demo questions 75, 76 and 163): ECC stretched one onto the other (0.08-0.22
+    more one way than the other) and the three were merged; their JPEG and re-scanned copies
+    are still the same picture."""
+    from pipelines.ingest.demo_site.drawing import render
+    from pipelines.ingest.demo_site.imagespec import ImageSpec
+
+    seeds = (3917324080, 2996312258, 3156571895)
+    for k, first in enumerate(seeds):
+        a = render(ImageSpec("magnets", ("NS", "NS", first)))
+        for second in seeds[k + 1:]:
+            assert not compare_pictures(a, render(ImageSpec("magnets", ("NS", "NS", second)))).same, (first, second)
+        for variant in ("jpeg", "rescan"):
+            assert compare_pictures(a, render(ImageSpec("magnets", ("NS", "NS", first), variant))).same, variant

@@ -12,7 +12,8 @@ coincide with it everywhere.
    a crop to its faint ink too (``compare_prepared`` tries them on a pair that differs);
 2. align the second onto the first by ECC (``_ecc_affine``: OpenCV's ``findTransformECC``, an
    affine warp from the identity, on blurred ink, coarse then fine; ink boxes of other shapes
-   that it does not align start again from their scale): a re-scan's small turn, shift and scale;
+   that it does not align start again from their scale): a re-scan's small turn, shift and scale,
+   the same both ways (``_trusted``: a warp that stretches one way more is another shape);
 3. compare the ink: every ink pixel of one must have ink of the other within ``TOLERANCE``
    pixels, and ink as dark as it nearly: where it is darker by ``MARK`` than the least ink around
    it in the other (a fill), the other's must rise ``RISE`` of the way to it (a label written
@@ -92,7 +93,9 @@ PAGE_BOX = 0.9  # the share of the page it must stay under
 MID_GREY = 32  # a paper this close to the middle grey (128) is read both ways (``ink_picture``)
 SPECK = 3  # ink components of fewer pixels (at decode size) do not count for the ink box
 MAX_WARP_SCALE = 0.12  # an alignment that scales more than this, or
-MAX_WARP_TURN = 4.0  # turns more than this (degrees), is not trusted
+MAX_WARP_TURN = 4.0  # turns more than this (degrees), is not trusted, nor one that
+MAX_WARP_STRETCH = 0.03  # stretches one way more than the other by this (log ratio of its
+# scales) beyond what rounding a picture's sides to whole pixels can (``_stretch_limit``)
 ASPECT_ALIKE = 0.05  # ink boxes whose aspects differ by less than this (log ratio) have one shape
 COLOURFUL = 24  # a pixel whose channels differ from its grey by more than this is coloured
 COLOURED_INK = 0.05  # a picture with fewer of its ink pixels coloured is grey
@@ -522,11 +525,30 @@ def _mean_std(x: np.ndarray) -> tuple[float, float]:
     return float(mean[0]), float(x.std(dtype=np.float64, mean=mean))
 
 
-def _trusted(warp: np.ndarray) -> bool:
+def _trusted(warp: np.ndarray, stretch_limit: float) -> bool:
+    """Whether an alignment is one a copy can need: a small turn, shift and scale, and a scale
+    that is (nearly) the same both ways. Re-encoding, resizing and re-scanning keep a drawing's
+    shape; a warp that stretches it turns a square into an oblong and changes its angles (the
+    demo's two bar magnets, 110 x 46 and 100 x 53 px: stretched 0.22 one way over the other)."""
     linear = warp[:, :2].astype(np.float64)
     singular = np.linalg.svd(linear, compute_uv=False)
     turn = np.degrees(np.arctan2(linear[1, 0] - linear[0, 1], linear[0, 0] + linear[1, 1]))
-    return bool(np.all(np.abs(singular - 1.0) <= MAX_WARP_SCALE) and abs(turn) <= MAX_WARP_TURN)
+    stretch = float(np.log(singular[0] / singular[1])) if singular[1] > 0 else np.inf
+    return bool(np.all(np.abs(singular - 1.0) <= MAX_WARP_SCALE) and abs(turn) <= MAX_WARP_TURN
+                and stretch <= stretch_limit)
+
+
+def _stretch_limit(a: InkPicture, b: InkPicture) -> float:
+    """How much an alignment of ``a`` and ``b`` may stretch one way more than the other:
+    ``MAX_WARP_STRETCH``, and what a resize's rounding of each side to whole pixels can add (a
+    pixel over the shortest side of the two ink boxes, in decoded pixels: half a pixel at each
+    end; a copy of a 20 px strip resized to 70% comes out up to 0.04 stretched). Measured on the copies of
+    bench/ink_verdict.py (seeds 0 and 1, --filled, --small): at most 0.022."""
+    sides = [side for picture in (a, b) if picture.box is not None
+             for side in (picture.box[2] - picture.box[0], picture.box[3] - picture.box[1])]
+    if not sides or min(sides) < 1:
+        return MAX_WARP_STRETCH + 1.0
+    return MAX_WARP_STRETCH + 1.0 / min(sides)
 
 
 @functools.lru_cache(maxsize=None)
@@ -984,7 +1006,7 @@ def _finer_look(a: InkPicture, b: InkPicture, warp: np.ndarray, rho: float | Non
         # what the working size's alignment left is a working pixel or two, more than a tile's
         # reach here: aligned again at this size, the least is the pair's
         refined = _align(fixed, moving, 0.5, 1.0, 15, start=finer)
-        if refined is not None and _trusted(refined[0]):
+        if refined is not None and _trusted(refined[0], _stretch_limit(a, b)):
             found = min(found, changed_at(refined[0]))
     return round(factor, 2), found
 
@@ -1167,13 +1189,18 @@ def _compare_readings(a: InkPicture, b: InkPicture) -> InkVerdict:
     # as they lie first (most copies: re-encoded, resized, other margins); then aligned by ECC at
     # a quarter of the working size (a re-scan's turn and shift); then, for a pair that is
     # nearly a copy, refined at half the working size
+    stretch_limit = _stretch_limit(a, b)
+
+    def trusted(found: tuple[np.ndarray, float] | None) -> bool:
+        return found is not None and _trusted(found[0], stretch_limit)
+
     def aligned_from(start: np.ndarray | None) -> None:
         coarse = _align(fixed, moving, 0.25, 1.5, 50, start=start)
-        if coarse is not None and _trusted(coarse[0]) and judge(*coarse)[0] >= SETTLED and best.score[0] < REFINE_BELOW:
+        if trusted(coarse) and judge(*coarse)[0] >= SETTLED and best.score[0] < REFINE_BELOW:
             fine = _align(fixed, moving, 0.5, 1.0, 15, start=coarse[0])
-            if fine is not None and _trusted(fine[0]) and judge(*fine)[0] >= SETTLED and best.score[0] < REFINE_BELOW:
+            if trusted(fine) and judge(*fine)[0] >= SETTLED and best.score[0] < REFINE_BELOW:
                 finest = _align(fixed, moving, 1.0, 1.0, 10, start=fine[0])
-                if finest is not None and _trusted(finest[0]):
+                if trusted(finest):
                     judge(*finest)
 
     if judge(np.eye(2, 3, dtype=np.float32), None)[0] >= SETTLED:
