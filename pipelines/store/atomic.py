@@ -165,6 +165,7 @@ def _new_temporary(path: Path, kind: str, sweep: bool) -> tuple[Path, int | None
             path.parent.mkdir(parents=True, exist_ok=True)
         if sweep:
             remove_stale_temporaries(path.parent, path.name)
+        made_parent = False
         while True:
             tmp = path.with_name(f".{path.name}.{os.getpid()}.{random.getrandbits(48):012x}{TEMPORARY_SUFFIX}")
             try:
@@ -178,9 +179,12 @@ def _new_temporary(path: Path, kind: str, sweep: bool) -> tuple[Path, int | None
             except FileExistsError:
                 continue
             except FileNotFoundError:
-                if path.parent.is_dir():
+                # first write in this folder; another process may be making it at the same moment,
+                # so the folder existing now is no proof that the write cannot succeed: try once more
+                if made_parent:
                     raise
-                path.parent.mkdir(parents=True, exist_ok=True)  # first write in this folder
+                path.parent.mkdir(parents=True, exist_ok=True)
+                made_parent = True
     except OSError as exc:
         raise storage_error(path, exc) from None
 

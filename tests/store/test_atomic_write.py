@@ -84,3 +84,29 @@ def test_stale_temporaries_of_dead_processes_go_live_ones_stay(tmp_path):
     assert remove_stale_temporaries(tmp_path, recursive=True) == 1
     assert [p.exists() for p in stale + live + other] == [False] * 3 + [True] * 4
     assert not folder.exists()
+
+
+def test_first_writes_racing_into_a_new_folder_all_succeed(tmp_path, monkeypatch):
+    """Another process makes the folder between this write's failed open and its look at the folder
+    (demo bulk writers share image folders): the write is tried again, not failed."""
+    target = tmp_path / "images" / "19" / "x.png"
+    real_open = os.open
+    raced = []
+
+    def open_while_another_process_makes_the_folder(path, *args, **kwargs):
+        if not raced:
+            raced.append(path)
+            target.parent.mkdir(parents=True)  # the other process's mkdir wins the race
+            raise FileNotFoundError(2, "No such file or directory")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_while_another_process_makes_the_folder)
+    atomic_write_bytes(target, b"png", sweep=False, checksum=False)
+    assert raced and target.read_bytes() == b"png"
+
+
+def test_a_write_under_a_folder_that_cannot_be_made_is_one_storage_error(tmp_path):
+    blocker = tmp_path / "images"
+    blocker.write_text("a file where the folder should be")
+    with pytest.raises(StorageError, match="could not write"):
+        atomic_write_bytes(blocker / "19" / "x.png", b"png", sweep=False, checksum=False)
