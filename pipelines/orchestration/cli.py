@@ -578,11 +578,15 @@ def main(argv: list[str] | None = None) -> int:
 def _clear_typing_caches() -> None:
     """At exit, drop typing's caches first: they keep DuckDB's nanobind objects alive until after
     nanobind checks for leaks, which then prints a wall of benign warnings on stderr (nanobind
-    issue #19/#69), breaking the one-line error contract."""
+    issue #19/#69), breaking the one-line error contract. Then the cycles still holding DuckDB
+    objects (a failed query's exception chain and its frames) are collected, which the
+    interpreter would otherwise leave to after the leak check."""
+    import gc
     import typing
 
     for cleanup in getattr(typing, "_cleanups", ()):
         cleanup()
+    gc.collect()
 
 
 atexit.register(_clear_typing_caches)
