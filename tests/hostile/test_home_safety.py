@@ -2,8 +2,10 @@
 whole split, a failed blocking check publishes nothing, one build per home at a time, query
 limits, and a removed source is named and pruned only on request.
 
-Real homes built from a ``jsonl:`` source of real PNGs, driven through ``stemforge`` as a
-subprocess, as users run it.
+Real homes built from a ``jsonl:`` source of real PNGs. Each module's first build, the
+concurrent and killed builds and the query limits run ``stemforge`` as a subprocess, as users
+run it; the other commands run its ``main`` in this process (the same code and output, without
+the 3 s of dagster imports each process start pays).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import pytest
 
 from pipelines.store.home import DataHome
 from pipelines.store.warehouse import run_query
+from support.builds import stemforge_in_process
 from support.images import real_png
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,7 +53,11 @@ def make_source(folder: Path, n: int = 90, tag: str = "a") -> str:
     return f"jsonl:{path}"
 
 
-def cli(home: DataHome, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+def cli(home: DataHome, *args: str) -> subprocess.CompletedProcess:
+    return stemforge_in_process(home, *args)
+
+
+def cli_process(home: DataHome, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "STEMFORGE_HOME": str(home.root), "DAGSTER_HOME": str(home.dagster)}
     env.pop("STEMFORGE_DEBUG", None)
     return subprocess.run([sys.executable, "-m", "pipelines.orchestration.cli", *args, "--home", str(home.root)],
@@ -68,11 +75,11 @@ def cli_async(home: DataHome, *args: str) -> subprocess.Popen:
 BUILD_SETTINGS = ("--seed", "3", "--exam-min-questions", "1")
 
 
-def build(home: DataHome, *sources: str, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+def build(home: DataHome, *sources: str, extra: tuple[str, ...] = (), run=cli) -> subprocess.CompletedProcess:
     args = ["build", "--quiet", "--model", "random", *BUILD_SETTINGS]
     for source in sources:
         args += ["--source", source]
-    return cli(home, *args, *extra)
+    return run(home, *args, *extra)
 
 
 def one_error_line(result: subprocess.CompletedProcess) -> str:
@@ -95,7 +102,7 @@ def base(tmp_path_factory):
     root = tmp_path_factory.mktemp("home-safety")
     source = make_source(root / "source-a", tag="a")
     home = DataHome(root / "base")
-    result = build(home, source)
+    result = build(home, source, run=cli_process)
     assert result.returncode == 0, result.stderr[-3000:]
     return home, source
 
@@ -299,7 +306,7 @@ def test_second_concurrent_build_is_refused_with_one_line(home):
     first = cli_async(home_, "build", "--quiet", "--model", "random", "--source", source, "--cap", "5")
     holder = wait_for_lock(home_, first)
     assert holder["pid"] == first.pid
-    second = build(home_, source)
+    second = build(home_, source, run=cli_process)
     out, err = first.communicate(timeout=600)
     assert first.returncode == 0, err[-3000:]
     assert second.returncode == 2
@@ -316,7 +323,7 @@ def test_lock_of_a_killed_build_is_taken_over(home):
     os.kill(first.pid, signal.SIGKILL)
     first.communicate(timeout=60)
     assert json.loads((home_.root / "build.lock").read_text())["pid"] == first.pid  # left behind
-    result = cli(home_, "build", "--model", "random", "--source", source)
+    result = cli_process(home_, "build", "--model", "random", "--source", source)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"taking over the lock of an earlier build pid {first.pid}" in result.stdout
 
@@ -327,7 +334,7 @@ def test_lock_of_a_killed_build_is_taken_over(home):
 def test_runaway_recursive_query_stops_at_the_time_limit(base):
     home_, _ = base
     started = time.monotonic()
-    result = cli(home_, "sql", "--timeout", "2",
+    result = cli_process(home_, "sql", "--timeout", "2",
                  "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT count(*) FROM r")
     assert result.returncode == 2
     assert one_error_line(result) == "stemforge: error: query stopped at the time limit of 2 s (--timeout SECONDS)"
@@ -336,7 +343,7 @@ def test_runaway_recursive_query_stops_at_the_time_limit(base):
 
 def test_big_cross_join_stops_at_the_memory_limit(base):
     home_, _ = base
-    result = cli(home_, "sql", "--max-memory", "100MB",
+    result = cli_process(home_, "sql", "--max-memory", "100MB",
                  "SELECT count(DISTINCT a.problem || b.problem || c.problem || d.i) "
                  "FROM questions a, questions b, questions c, range(100) d(i)")
     assert result.returncode == 2

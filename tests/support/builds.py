@@ -4,13 +4,14 @@ back afterwards (``prepare_instance`` points DAGSTER_HOME and STEMFORGE_HOME at 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Iterator
 
-from pipelines.orchestration.cli import prepare_instance
+from pipelines.orchestration.cli import main, prepare_instance
 from pipelines.store.home import DataHome
 
 INSTANCE_VARIABLES = ("DAGSTER_HOME", "STEMFORGE_HOME")
@@ -54,3 +55,23 @@ def stemforge_build(home: Path, *sources: str) -> subprocess.CompletedProcess:
     for source in sources:
         command += ["--source", source]
     return subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=900)
+
+
+def stemforge_in_process(home: DataHome, *args: str) -> subprocess.CompletedProcess:
+    """``stemforge ARGS --home HOME`` run inside this process with its output captured: the
+    result a user's subprocess gives, without the 3 s every start pays for the dagster imports.
+    For tests of what a command says and does; a test of the process itself (a lock held by a
+    live or killed process, exit-time output, query limits) runs the subprocess."""
+    out, err = io.StringIO(), io.StringIO()
+    argv = [*args, "--home", str(home.root)]
+    debug = os.environ.pop("STEMFORGE_DEBUG", None)
+    try:
+        with home_instance(home), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(argv)
+            except SystemExit as exc:  # argparse's refusals
+                code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    finally:
+        if debug is not None:
+            os.environ["STEMFORGE_DEBUG"] = debug
+    return subprocess.CompletedProcess(["stemforge", *argv], code, out.getvalue(), err.getvalue())
