@@ -33,7 +33,7 @@ from pipelines.store.home import DataHome
 from pipelines.store.memo import forget
 
 ROOT = Path(__file__).resolve().parents[2]
-QUESTIONS = 300
+QUESTIONS = 150
 REUSING_STAGES = ("latex", "shuffle", "tags")
 # the built-in baselines: predictions and metrics are rebuilt and compared like every stage; the
 # embedding model (11 s to load, in each of the five builds) is built by test_end_to_end
