@@ -82,10 +82,14 @@ def pairs(groups: dict[str, set[str]]) -> set[frozenset]:
     return out
 
 
-def measure(home: DataHome, config: SiteConfig) -> dict:
-    truth = [r for r in iter_truth(config) if r.get("type") == "question"]
-    by_key = {CANONICAL_BASE.rstrip("/") + r["url"]: r for r in truth}
+def truth_by_key(config: SiteConfig) -> dict[str, dict]:
+    base = CANONICAL_BASE.rstrip("/")
+    return {base + r["url"]: r for r in iter_truth(config) if r.get("type") == "question"}
 
+
+def dedup_pairs(home: DataHome, by_key: dict[str, dict]) -> tuple[set[frozenset], set[frozenset], set[str], set[str]]:
+    """Pairs the build put in one group, pairs the truth plants, the records that reached
+    dedup and the records dedup quarantined."""
     kept = {k: q for k, q in run_query(home, "SELECT source_key, question_id FROM questions").rows}
     removed = dict(run_query(home, "SELECT source_key, kept_question_id FROM duplicates").rows)
     conflicted = {k for (k,) in run_query(home, "SELECT source_key FROM quarantine WHERE stage = 'dedup'").rows}
@@ -100,8 +104,32 @@ def measure(home: DataHome, config: SiteConfig) -> dict:
     for key, r in by_key.items():
         if r["duplicate_group"] and key in reached_dedup:
             true_groups[r["duplicate_group"]].add(key)
+    return pairs(predicted_groups), pairs(true_groups), reached_dedup, conflicted
 
-    predicted, planted = pairs(predicted_groups), pairs(true_groups)
+
+def wrong_pairs(home: DataHome, by_key: dict[str, dict]) -> list[dict]:
+    """Every planted pair the build did not merge ("missed") and every merged pair the truth
+    does not plant ("false"): both questions' page, class and drawing, and the evidence dedup
+    recorded for the merge (a missed pair has none); ``by_key``: ``truth_by_key``."""
+    predicted, planted, _, _ = dedup_pairs(home, by_key)
+    evidence = dict(run_query(home, "SELECT source_key, evidence FROM duplicates").rows)
+    found = []
+    for error, wrong in (("missed", planted - predicted), ("false", predicted - planted)):
+        for a, b in sorted(tuple(sorted(pair)) for pair in wrong):
+            drawings = [(by_key[k]["problem_image"] or {}) for k in (a, b)]
+            found.append({
+                "error": error,
+                "pages": [by_key[k]["url"] for k in (a, b)],
+                "classes": [_class_of(by_key[k]) for k in (a, b)],
+                "drawings": [f"{d.get('kind', '-')}/{d.get('content_key', '-')}" for d in drawings],
+                "evidence": evidence.get(b) or evidence.get(a),
+            })
+    return found
+
+
+def measure(home: DataHome, config: SiteConfig) -> dict:
+    by_key = truth_by_key(config)
+    predicted, planted, reached_dedup, conflicted = dedup_pairs(home, by_key)
     tp = len(predicted & planted)
     template_pairs = {
         frozenset((key, CANONICAL_BASE.rstrip("/") + r["template_of"]))
@@ -396,6 +424,10 @@ def main(argv: list[str] | None = None) -> int:
         precision = "" if row["precision"] is None else f"{row['precision']:.4f}"
         note = f"  ({row['same_drawing']} with the same drawing)" if "same_drawing" in row else ""
         print(f"  {row['class']:44} {row['pairs']:>6} {row['merged']:>7} {recall:>7} {precision:>9}{note}")
+    print("\ndedup pairs wrong (missed: planted, not merged; false: merged, not planted):")
+    for row in wrong_pairs(home, truth_by_key(config)):
+        print(f"  {row['error']:6} {' + '.join(row['pages'])}  {' + '.join(row['classes'])}  "
+              f"{' + '.join(row['drawings'])}  {row['evidence'] or ''}")
     print("\nfamilies and splits:")
     for name, value in split_figures(home, config).items():
         print(f"  {name:50} {value}")

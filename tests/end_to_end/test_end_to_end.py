@@ -223,3 +223,39 @@ def test_rebuild_is_byte_identical_and_adding_questions_moves_none(tmp_path):
     assert len(kept) > 0.9 * len(splits_before)
     assert all(after[q] == splits_before[q] for q in kept)
     assert len(set(after) - set(splits_before)) > 0  # the revision added questions
+
+
+def test_clean_quality_lists_every_wrong_dedup_pair(built):
+    """bench/clean_quality.py names each planted pair left apart and each merge the truth does
+    not plant; the list agrees with its precision and recall, and follows the truth."""
+    import copy
+    import importlib.util
+    from pathlib import Path
+
+    from pipelines.ingest.demo_site.generator import SiteConfig
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "clean_quality.py"
+    spec = importlib.util.spec_from_file_location("clean_quality_bench", path)
+    clean_quality = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(clean_quality)
+    home, _ = built
+    config = SiteConfig(seed=BuildSettings().seed, questions=300)
+    truth = clean_quality.truth_by_key(config)
+    figures = clean_quality.measure(home, config)
+    found = clean_quality.wrong_pairs(home, truth)
+    true_merges = round(figures["dedup_recall"] * figures["planted_pairs"])
+    assert sum(row["error"] == "missed" for row in found) == figures["planted_pairs"] - true_merges
+    assert sum(row["error"] == "false" for row in found) == figures["predicted_pairs"] - true_merges
+
+    predicted, planted, reached, _ = clean_quality.dedup_pairs(home, truth)
+    a, b = sorted(next(iter(sorted(predicted & planted, key=sorted))))
+    lone = next(k for k in sorted(reached) if not truth[k]["duplicate_group"] and all(k not in p for p in predicted))
+    changed = copy.deepcopy(truth)
+    changed[b]["duplicate_group"] = None  # the build's merge of a and b is no longer planted
+    changed[lone]["duplicate_group"] = truth[a]["duplicate_group"]  # a planted copy the build kept apart
+    base = clean_quality.CANONICAL_BASE.rstrip("/")
+    errors = {(row["error"], *row["pages"]) for row in clean_quality.wrong_pairs(home, changed)} - \
+        {(row["error"], *row["pages"]) for row in found}
+    page = {k: k[len(base):] for k in (a, b, lone)}
+    assert ("false", page[a], page[b]) in errors
+    assert ("missed", *sorted((page[a], page[lone]))) in errors
