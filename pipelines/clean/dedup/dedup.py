@@ -135,8 +135,11 @@ class DedupConfig(MatchRule):
     # with the picture verdict (``deduplicate(read_image=...)``) the descriptors only choose the
     # pairs the verdict judges, and may let more through: a real re-scan (tinted paper, a small
     # turn, wider margins) keeps its content hash within a few bits but not its colours,
-    # thumbnails or place on the page (measured on real figures, bench/ink_verdict.py)
-    verdict_content_hamming: int = 14
+    # thumbnails or place on the page (measured on real figures, bench/ink_verdict.py); 16, not
+    # 14: in a large templated block ("Is angle ABC acute, right, or obtuse?") two questions
+    # that drew one angle on other tinted pages were 16 bits apart, never candidates (demo, seed
+    # 0, 3,000 questions: 2 of 35 pairs identical by accident missed)
+    verdict_content_hamming: int = 16
     verdict_tolerance: float = 40.0
     verdict_box_tolerance: int = 150
 
