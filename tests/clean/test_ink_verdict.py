@@ -826,3 +826,28 @@ def test_demo_bar_magnets_of_other_proportions_are_other_pictures_and_their_copi
             assert not compare_pictures(a, render(ImageSpec("magnets", ("NS", "NS", second)))).same, (first, second)
         for variant in ("jpeg", "rescan"):
             assert compare_pictures(a, render(ImageSpec("magnets", ("NS", "NS", first), variant))).same, variant
+
+
+def test_one_angle_drawn_on_two_tinted_pages_is_compared_in_a_large_templated_block():
+    """Demo questions 2900 and 2747 (seed 0) draw one 50-degree angle on pages of other tints:
+    their content hashes are 16 bits apart. In a block of more than ``small_block`` questions
+    with one text ('Is angle ABC acute, right, or obtuse?') only pairs within
+    ``verdict_content_hamming`` bits are compared, and at 14 they were never candidates. The
+    verdict calls them one picture; the other angles of the block stay apart."""
+    from pipelines.ingest.demo_site.drawing import render
+    from pipelines.ingest.demo_site.imagespec import ImageSpec
+
+    first, second = render(ImageSpec("angle", (50, 3379286312))), render(ImageSpec("angle", (50, 2216658488)))
+    hashes = [int(describe_bytes(x).content_phash[0]) for x in (first, second)]
+    assert (hashes[0] ^ hashes[1]).bit_count() == 16 <= DedupConfig().verdict_rule.content_hamming
+    assert compare_pictures(first, second).same
+    others = [render(ImageSpec("angle", (degrees, 1000 + degrees))) for degrees in range(15, 180, 5) if degrees != 50]
+    others += [render(ImageSpec("magnet_pairs", (d1, d2, unit, 7))) for d1 in range(1, 7) for d2 in range(1, 7)
+               for unit in ("cm", "in.") if d1 < d2 or unit == "cm"]
+    pictures = {_name(x): x for x in (first, second, *others)}
+    assert len(pictures) > DedupConfig().small_block
+    rows = [{**_q(f"q{k:03d}", name), "problem": "Is angle ABC acute, right, or obtuse?",
+             "choices": ["acute", "right", "obtuse"]} for k, name in enumerate(pictures)]
+    result = deduplicate(pl.DataFrame(rows, schema=pl.Schema(RAW_QUESTION_SCHEMA)), _index(pictures),
+                         read_image=pictures.__getitem__)
+    assert result.duplicates["source_key"].to_list() == ["q001"] and result.quarantine.height == 0
