@@ -47,7 +47,10 @@ Near duplicates
     Groups are formed greedily in the kept-record order: an unassigned record becomes a
     representative and takes its confirmed, still unassigned neighbours. Every member is thus
     confirmed against its representative directly; matches never chain (A~B and B~C with
-    A!~C leaves C out of A's group).
+    A!~C leaves C out of A's group). A record that is near several others waits for the one
+    whose picture it copies most closely (``ink.closeness``), when that one may still become a
+    representative: a re-scan of the figure labelled 'in.' joins that figure, not the one
+    labelled 'cm' that it passes only at its coarser pixel.
 
 Deduplicated sources
     The records of a source in ``distinct_sources`` (a released benchmark: its maker
@@ -448,6 +451,72 @@ def _duplicated_in_order(keys: pl.DataFrame, order: np.ndarray) -> np.ndarray:
     out = np.empty(len(order), dtype=bool)
     out[order] = in_order
     return out
+
+
+def _closest_neighbours(neighbours: dict[int, list[int]], reps: np.ndarray, q, matcher: ImageMatcher) -> dict[int, int]:
+    """For each rep with several near neighbours, the one whose picture its own copies most
+    closely (``ink.closeness`` of their verdict; then the first in rank order): a re-scan of the
+    figure labelled 'in.' is a copy of that figure, and only by the shrunk second look of the one
+    labelled 'cm'. Reps without pictures, or judged by the descriptors alone, prefer by rank."""
+    from pipelines.clean.dedup.ink import closeness
+
+    several = [x for x, around in neighbours.items() if len(around) > 1]
+    rows = sorted({int(reps[z]) for x in several for z in (x, *neighbours[x])})
+    images = dict(zip(rows, q.problem_image(rows)))
+    pairs = [(images[int(reps[x])], images[int(reps[y])]) for x in several for y in neighbours[x]]
+    matcher.judge([a for a, _ in pairs], [b for _, b in pairs])  # at once; most are known
+
+    def distance(x: int, y: int) -> tuple:
+        a, b = images[int(reps[x])], images[int(reps[y])]
+        evidence = matcher.distance(a, b) if a is not None and b is not None else None
+        return closeness((evidence or {}).get("ink", {})), y
+
+    return {x: min(neighbours[x], key=lambda y: distance(x, y)) for x in several}
+
+
+def _star_groups(neighbours: dict[int, list[int]], closest: dict[int, int],
+                 claims: np.ndarray | None) -> list[tuple[int, int]]:
+    """(representative, member) pairs of the near-duplicate groups of one graph of near pairs
+    (local indices in rank order, so smaller is preferred). In rank order an unassigned rep
+    becomes a representative and takes its unassigned neighbours, each confirmed against it
+    directly (matches never chain), except a neighbour whose ``closest`` is another rep still
+    unassigned: that one waits to be taken by it, and if its closest becomes a member of another
+    group instead, it joins the first representative that let it wait. A group holds at most one
+    record of each deduplicated source (``claims``: a bit set per rep)."""
+    assigned: set[int] = set()
+    held: dict[int, int] = {}  # representative -> the deduplicated sources its group holds
+    wanted: dict[int, list[int]] = {}  # waiting rep -> the representatives that let it wait
+    waiting: dict[int, list[int]] = {}  # closest rep -> the reps waiting for it
+    taken: list[tuple[int, int]] = []
+
+    def join(x: int, y: int) -> bool:
+        if claims is not None:
+            if held[x] & claims[y]:
+                return False
+            held[x] |= claims[y]
+        assigned.add(y)
+        taken.append((x, y))
+        for z in waiting.pop(y, []):  # their closest is a member now: their first offer stands
+            if z not in assigned:
+                any(join(w, z) for w in wanted[z])
+        return True
+
+    for x in sorted(neighbours):
+        if x in assigned:
+            continue
+        assigned.add(x)
+        held[x] = int(claims[x]) if claims is not None else 0
+        for y in sorted(neighbours[x]):
+            if y in assigned or y < x:
+                continue
+            z = closest.get(y, x)
+            if z != x and z not in assigned:
+                wanted.setdefault(y, []).append(x)
+                if y not in waiting.setdefault(z, []):
+                    waiting[z].append(y)
+                continue
+            join(x, y)
+    return taken
 
 
 def _answers_agree(a: str | None, b: str | None, image_answers: bool, matcher: ImageMatcher) -> bool:
@@ -940,23 +1009,8 @@ def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: 
     for x, y in zip(a.tolist(), b.tolist()):
         neighbours.setdefault(x, []).append(y)
         neighbours.setdefault(y, []).append(x)
-    assigned: set[int] = set()
-    taken: list[tuple[int, int]] = []
-    # reps is sorted by rank, so local index order is preference order; every edge is a near pair
-    for x in sorted(neighbours):
-        if x in assigned:
-            continue
-        assigned.add(x)
-        held = claims[x] if claims is not None else 0  # the deduplicated sources the group holds
-        for y in sorted(neighbours[x]):
-            if y in assigned or y < x:
-                continue
-            if claims is not None:
-                if held & claims[y]:
-                    continue
-                held |= claims[y]
-            assigned.add(y)
-            taken.append((x, y))
+    closest = _closest_neighbours(neighbours, reps, q, matcher)
+    taken = _star_groups(neighbours, closest, claims)
     taken_rows = sorted({int(reps[x]) for pair in taken for x in pair})
     images = dict(zip(taken_rows, q.problem_image(taken_rows)))
     matcher.judge([images[int(reps[x])] for x, _ in taken], [images[int(reps[y])] for _, y in taken])

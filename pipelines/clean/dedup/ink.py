@@ -124,6 +124,8 @@ ALIKE = 0.05  # inkness by which two pixels of one page may differ and read alik
 ONE_PAGE = 0.985  # share of two crops' pixels that read alike from which they are of one page
 DARKER = 0.5  # inkness by which a pixel of one page reads darker than the other's: a mark there
 OWN_INK = 2  # such pixels of one picture at one place, on one page: a mark the other lacks
+ONE_GRID = 0.95  # share of two crops' pixels that read alike from which they are of one grid
+# (``_one_grid``; real small figures: re-scans of one own pixel <= 0.91, a label added or changed >= 0.96)
 
 
 @dataclass(frozen=True)
@@ -829,7 +831,8 @@ def _second_look(a: InkPicture, b: InkPicture, fixed: np.ndarray, moving: np.nda
     - its detail: where a picture's own pixel spans more than ``SOURCE_PIXEL`` working pixels, an
       edge it resampled is off by a fraction of that pixel, more than ``TOLERANCE``, and the
       clusters' limits are smaller than that pixel. Both canvases are shrunk so that the coarser
-      picture's pixel spans ``SOURCE_PIXEL`` working pixels. What no resampling explains still
+      picture's pixel spans ``SOURCE_PIXEL`` working pixels, unless the two are of one grid
+      (``_one_grid``), where nothing was resampled. What no resampling explains still
       counts against the shrunk look's limits, as a cluster: ink left unmatched at the working
       size (at the common level) that holds a disc of more than one of the coarser picture's
       pixels (a dot moved to the next tick: ``changed["thick"]``), and a blob of one where the
@@ -846,7 +849,7 @@ def _second_look(a: InkPicture, b: InkPicture, fixed: np.ndarray, moving: np.nda
     coarse = max(a.pixel, b.pixel)
     warp = best.warp
     at_working_size = fixed, moving
-    if coarse > SOURCE_PIXEL:
+    if coarse > SOURCE_PIXEL and not _one_grid(a, b, warp, fixed.shape):
         factor = SOURCE_PIXEL / coarse
         size = (max(1, round(fixed.shape[1] * factor)), max(1, round(fixed.shape[0] * factor)))
         # shrunk, the canvases' margins of paper would be narrower than an alignment's shift and
@@ -878,6 +881,18 @@ def _second_look(a: InkPicture, b: InkPicture, fixed: np.ndarray, moving: np.nda
                 changed[name] = cluster
                 judged = replace(judged, score=(max(judged.score[0], cluster / LABEL_INK), judged.score[1]))
     return replace(judged, warp=best.warp), changed
+
+
+def _one_grid(a: InkPicture, b: InkPicture, warp: np.ndarray, shape: tuple[int, int]) -> bool:
+    """Whether two pictures are of one grid: of one own pixel, aligned by a shift, and their
+    decoded pixels reading alike on ``ONE_GRID`` of their ink boxes (``_one_page``: a re-encode,
+    other margins, a label added or changed). Nothing resampled one against the other, so their
+    edges agree at the working size and the second look has no detail to forgive: shrunk, a 6-px
+    'cm' and 'in.' read alike."""
+    if a.pixel != b.pixel or not _a_shift(warp, shape):
+        return False
+    page = _one_page(a, b)
+    return page is not None and page[1] >= ONE_GRID
 
 
 def _changed_ink(fixed: np.ndarray, moved: np.ndarray) -> int:
@@ -1277,6 +1292,15 @@ def _compare_readings(a: InkPicture, b: InkPicture) -> InkVerdict:
     unmatched_share = max(best.extra_a / a.ink_pixels, best.extra_b / b.ink_pixels)
     measure["unmatched"] = round(unmatched_share, 3)
     return InkVerdict(False, "other-drawing" if unmatched_share > OTHER_DRAWING else "added-ink", measure)
+
+
+def closeness(measure: dict) -> tuple[int, int, int]:
+    """How closely the ink of two pictures judged the same coincides, from the verdict's
+    ``measure`` (smaller: closer): whether the second look was needed, the largest cluster of
+    unmatched ink (or hole), all the unmatched ink. An identical pair (no measure) is closest."""
+    second_look = any(name in measure for name in ("levels", "pixel", "blobs", "thick"))
+    largest = max(measure.get("cluster_a", 0), measure.get("cluster_b", 0), measure.get("holes", 0))
+    return int(second_look), largest, measure.get("extra_a", 0) + measure.get("extra_b", 0)
 
 
 def compare_pictures(a: bytes, b: bytes) -> InkVerdict:
