@@ -950,3 +950,19 @@ def test_text_forms_made_in_workers_are_the_ones_made_in_process(monkeypatch):
     for kind in module.TextForms.KINDS:
         assert module.TextForms().map(kind, texts) == in_process[kind]
     assert forked and min(forked) > 1
+
+
+def test_star_groups_let_a_record_wait_for_its_closest_and_keep_the_first_offer():
+    from pipelines.clean.dedup.dedup import _star_groups
+
+    # 3 is near 0 and 2, and copies 2 more closely; 2 is near 1 and 3, and copies 1 more closely
+    neighbours = {0: [3], 1: [2], 2: [1, 3], 3: [0, 2]}
+    # 3 waits for 2, which 1 takes as a member: 3 joins 0, the first to let it wait
+    assert sorted(_star_groups(neighbours, {3: 2, 2: 1}, None)) == [(0, 3), (1, 2)]
+    # 2 may still become a representative: it takes 3, and 0 stays alone
+    assert sorted(_star_groups({0: [3], 2: [3], 3: [0, 2]}, {3: 2}, None)) == [(2, 3)]
+    # with no preference (the descriptors alone) the rank decides, as greedy groups always did
+    assert sorted(_star_groups({0: [3], 2: [3], 3: [0, 2]}, {}, None)) == [(0, 3)]
+    # a group holds one record of each deduplicated source: 3 cannot join 0, and waits in vain
+    claims = np.array([1, 0, 0, 1], dtype=np.int64)
+    assert sorted(_star_groups(neighbours, {3: 2, 2: 1}, claims)) == [(1, 2)]

@@ -872,14 +872,16 @@ def test_closeness_orders_copies_by_what_their_ink_leaves():
     assert ink.closeness({"holes": 12}) > ink.closeness({"cluster_b": 11})
 
 
-@pytest.mark.parametrize("order", [("cm", "in", "rescan"), ("cm", "rescan", "in")])
+@pytest.mark.parametrize("order", [("cm", "in", "rescan"), ("cm", "rescan", "in"), ("rescan", "in", "cm"),
+                                   ("rescan", "cm", "in")])
 def test_a_rescan_joins_the_picture_it_copies_most_closely(order):
     """The re-scan of the '2 in.' magnets passes as a copy of the '2 cm' ones too, at the coarser
     picture's pixel (the second look), and of its own original at the working size. Groups form
     in rank order, so the first of the three took the re-scan, and the other picture was left
     apart (demo questions 172 and 274 merged, 272 alone). A record near several others waits for
-    the one it copies most closely: the re-scan and its original are one question, '2 cm' another.
-    (Where the re-scan itself ranks first it takes both, each a copy of it: groups are stars.)"""
+    the one it copies most closely; where the re-scan ranks first and takes both, the two are
+    two pictures to the verdict, and '2 cm', the less close, leaves. The re-scan and its original
+    are one question, '2 cm' another, whichever ranks first."""
     from pipelines.ingest.demo_site.drawing import render
     from pipelines.ingest.demo_site.imagespec import ImageSpec
 

@@ -50,7 +50,9 @@ Near duplicates
     A!~C leaves C out of A's group). A record that is near several others waits for the one
     whose picture it copies most closely (``ink.closeness``), when that one may still become a
     representative: a re-scan of the figure labelled 'in.' joins that figure, not the one
-    labelled 'cm' that it passes only at its coarser pixel.
+    labelled 'cm' that it passes only at its coarser pixel. No two members of a group are two
+    pictures to the picture verdict: of two such, the one the representative copies less
+    closely leaves it (``_near_groups_of``).
 
 Deduplicated sources
     The records of a source in ``distinct_sources`` (a released benchmark: its maker
@@ -453,25 +455,79 @@ def _duplicated_in_order(keys: pl.DataFrame, order: np.ndarray) -> np.ndarray:
     return out
 
 
-def _closest_neighbours(neighbours: dict[int, list[int]], reps: np.ndarray, q, matcher: ImageMatcher) -> dict[int, int]:
+class _GroupPictures:
+    """The problem pictures of the reps of one near-duplicate pass, and what their verdicts say
+    of two of them: how closely one copies the other (``ink.closeness``) and whether the
+    picture verdict keeps them apart. Verdicts are judged in batches; most are known."""
+
+    def __init__(self, reps: np.ndarray, q, matcher: ImageMatcher):
+        self.reps, self.q, self.matcher = reps, q, matcher
+        self.images: dict[int, str | None] = {}
+
+    def _load(self, nodes) -> None:
+        rows = sorted({int(self.reps[x]) for x in nodes} - self.images.keys())
+        self.images.update(zip(rows, self.q.problem_image(rows)))
+
+    def _names(self, x: int, y: int) -> tuple[str | None, str | None]:
+        return self.images[int(self.reps[x])], self.images[int(self.reps[y])]
+
+    def near(self, pairs: list[tuple[int, int]]) -> None:
+        """Judge these near pairs' pictures at once."""
+        self._load({z for pair in pairs for z in pair})
+        names = [self._names(x, y) for x, y in pairs]
+        self.matcher.judge([a for a, _ in names], [b for _, b in names])
+
+    def closeness(self, x: int, y: int) -> tuple:
+        from pipelines.clean.dedup.ink import closeness
+
+        a, b = self._names(x, y)
+        evidence = self.matcher.distance(a, b) if a is not None and b is not None else None
+        return closeness((evidence or {}).get("ink", {}))
+
+    def apart(self, pairs: list[tuple[int, int]]) -> list[bool]:
+        """Per pair of reps, whether the picture verdict calls their problem pictures two
+        pictures (never without the verdict, or without two pictures)."""
+        if self.matcher.read_image is None:
+            return [False] * len(pairs)
+        self._load({z for pair in pairs for z in pair})
+        names = [tuple(sorted(self._names(x, y), key=str)) for x, y in pairs]
+        judged = [(a, b) for a, b in names if a is not None and b is not None and a != b]
+        self.matcher.verdicts_for(judged)
+        return [a is not None and b is not None and a != b and not self.matcher.verdict(a, b)[0] for a, b in names]
+
+
+def _closest_neighbours(neighbours: dict[int, list[int]], pictures: _GroupPictures) -> dict[int, int]:
     """For each rep with several near neighbours, the one whose picture its own copies most
     closely (``ink.closeness`` of their verdict; then the first in rank order): a re-scan of the
     figure labelled 'in.' is a copy of that figure, and only by the shrunk second look of the one
     labelled 'cm'. Reps without pictures, or judged by the descriptors alone, prefer by rank."""
-    from pipelines.clean.dedup.ink import closeness
-
     several = [x for x, around in neighbours.items() if len(around) > 1]
-    rows = sorted({int(reps[z]) for x in several for z in (x, *neighbours[x])})
-    images = dict(zip(rows, q.problem_image(rows)))
-    pairs = [(images[int(reps[x])], images[int(reps[y])]) for x in several for y in neighbours[x]]
-    matcher.judge([a for a, _ in pairs], [b for _, b in pairs])  # at once; most are known
+    pictures.near([(x, y) for x in several for y in neighbours[x]])
+    return {x: min(neighbours[x], key=lambda y: (pictures.closeness(x, y), y)) for x in several}
 
-    def distance(x: int, y: int) -> tuple:
-        a, b = images[int(reps[x])], images[int(reps[y])]
-        evidence = matcher.distance(a, b) if a is not None and b is not None else None
-        return closeness((evidence or {}).get("ink", {})), y
 
-    return {x: min(neighbours[x], key=lambda y: distance(x, y)) for x in several}
+def _near_groups_of(neighbours: dict[int, list[int]], pictures: _GroupPictures,
+                    claims: np.ndarray | None) -> list[tuple[int, int]]:
+    """(representative, member) pairs of the groups of one graph of near pairs (``_star_groups``),
+    where no two members of a group are two pictures to the picture verdict: each is a copy of
+    the representative, yet a copy of the '2 in.' magnets and the '2 cm' ones both pass against
+    the re-scan of the first. Of two such members the one the representative copies less
+    closely loses its edge to it, and the groups are formed again."""
+    neighbours = {x: list(around) for x, around in neighbours.items()}
+    while True:
+        taken = _star_groups(neighbours, _closest_neighbours(neighbours, pictures), claims)
+        members: dict[int, list[int]] = {}
+        for x, y in taken:
+            members.setdefault(x, []).append(y)
+        pairs = [(x, y, z) for x, around in members.items() if len(around) > 1
+                 for k, y in enumerate(sorted(around)) for z in sorted(around)[k + 1:]]
+        lost = {(x, max((y, z), key=lambda m: (pictures.closeness(x, m), m)))
+                for (x, y, z), apart in zip(pairs, pictures.apart([(y, z) for _, y, z in pairs])) if apart}
+        if not lost:
+            return taken
+        for x, y in lost:
+            neighbours[x].remove(y)
+            neighbours[y].remove(x)
 
 
 def _star_groups(neighbours: dict[int, list[int]], closest: dict[int, int],
@@ -1009,8 +1065,7 @@ def _near_groups(q: _Questions, reps: np.ndarray, config: DedupConfig, matcher: 
     for x, y in zip(a.tolist(), b.tolist()):
         neighbours.setdefault(x, []).append(y)
         neighbours.setdefault(y, []).append(x)
-    closest = _closest_neighbours(neighbours, reps, q, matcher)
-    taken = _star_groups(neighbours, closest, claims)
+    taken = _near_groups_of(neighbours, _GroupPictures(reps, q, matcher), claims)
     taken_rows = sorted({int(reps[x]) for pair in taken for x in pair})
     images = dict(zip(taken_rows, q.problem_image(taken_rows)))
     matcher.judge([images[int(reps[x])] for x, _ in taken], [images[int(reps[y])] for _, y in taken])
