@@ -126,6 +126,7 @@ DARKER = 0.5  # inkness by which a pixel of one page reads darker than the other
 OWN_INK = 2  # such pixels of one picture at one place, on one page: a mark the other lacks
 ONE_GRID = 0.95  # share of two crops' pixels that read alike from which they are of one grid
 # (``_one_grid``; real small figures: re-scans of one own pixel <= 0.91, a label added or changed >= 0.96)
+ONE_GRID_SCALE = 0.01  # own pixels this close are one (log ratio: JPEG's ringing widens an ink box a pixel)
 
 
 @dataclass(frozen=True)
@@ -884,12 +885,12 @@ def _second_look(a: InkPicture, b: InkPicture, fixed: np.ndarray, moving: np.nda
 
 
 def _one_grid(a: InkPicture, b: InkPicture, warp: np.ndarray, shape: tuple[int, int]) -> bool:
-    """Whether two pictures are of one grid: of one own pixel, aligned by a shift, and their
-    decoded pixels reading alike on ``ONE_GRID`` of their ink boxes (``_one_page``: a re-encode,
-    other margins, a label added or changed). Nothing resampled one against the other, so their
-    edges agree at the working size and the second look has no detail to forgive: shrunk, a 6-px
-    'cm' and 'in.' read alike."""
-    if a.pixel != b.pixel or not _a_shift(warp, shape):
+    """Whether two pictures are of one grid: of one own pixel (within ``ONE_GRID_SCALE``), aligned
+    by a shift, and their decoded pixels reading alike on ``ONE_GRID`` of their ink boxes
+    (``_one_page``: a re-encode, other margins, a label added or changed). Nothing resampled one
+    against the other, so their edges agree at the working size and the second look has no
+    detail to forgive: shrunk, a 6-px 'cm' and 'in.' read alike."""
+    if abs(np.log(a.pixel / b.pixel)) > ONE_GRID_SCALE or not _a_shift(warp, shape):
         return False
     page = _one_page(a, b)
     return page is not None and page[1] >= ONE_GRID
