@@ -930,3 +930,47 @@ def test_one_angle_drawn_on_two_tinted_pages_is_compared_in_a_large_templated_bl
     result = deduplicate(pl.DataFrame(rows, schema=pl.Schema(RAW_QUESTION_SCHEMA)), _index(pictures),
                          read_image=pictures.__getitem__)
     assert result.duplicates["source_key"].to_list() == ["q001"] and result.quarantine.height == 0
+
+
+def _on_surround(data: bytes, colour: tuple[int, int, int], share: float = 0.1) -> bytes:
+    im = pp.rgb(data)
+    pad = max(8, round(share * im.width))
+    framed = pp.Image.new("RGB", (im.width + 2 * pad, im.height + 2 * pad + 6), colour)
+    framed.paste(im, (pad, pad + 3))
+    return pp.png(framed)
+
+
+@pytest.mark.parametrize("colour", [(20, 20, 20), (60, 60, 60), (120, 90, 60)])
+def test_a_figure_on_a_darker_surround_is_a_copy_and_its_labelled_figure_is_not(colour):
+    """A scan's black margin, a page photographed on a table or a screenshot's dark frame: the
+    figure on a surround darker than its paper was another picture for every one of 40 real
+    figures (the surround read as ink, or as the paper). The page is now read alone as well
+    (``ink._page_box``): a copy, re-encoded too; the figure with an added label on the same
+    surround is still another picture."""
+    figures = pp.real_figures(12, seed=0)
+    same, labelled_same = 0, []
+    for path in figures:
+        data = path.read_bytes()
+        framed = _on_surround(data, colour)
+        verdict = compare_pictures(data, framed)
+        same += verdict.same
+        if verdict.same:
+            assert verdict.measure.get("page") is True or "page" not in verdict.measure
+        labelled = _on_surround(pp.add_label(pp.rgb(data), random.Random(path.name)), colour)
+        if compare_pictures(data, labelled).same:
+            labelled_same.append(path.name)
+    assert same >= len(figures) - 1, same
+    assert labelled_same == []
+    jpeg = pp.jpeg(pp.rgb(_on_surround(figures[0].read_bytes(), colour)), 80)
+    assert compare_pictures(figures[0].read_bytes(), jpeg).same
+
+
+def test_a_drawing_on_its_own_dark_field_is_not_the_drawing_without_it():
+    """A page box needs a surround darker than the page's own paper: a white disc on a black
+    square is not the disc on white paper, nor the black square a surround."""
+    disc = pp.Image.new("RGB", (160, 160), (255, 255, 255))
+    pp.ImageDraw.Draw(disc).ellipse((40, 40, 120, 120), outline=(0, 0, 0), width=3)
+    field = pp.Image.new("RGB", (160, 160), (0, 0, 0))
+    pp.ImageDraw.Draw(field).ellipse((40, 40, 120, 120), fill=(255, 255, 255), outline=(0, 0, 0), width=3)
+    assert not compare_pictures(pp.png(disc), pp.png(field)).same
+    assert ink._page_box(ink._decode(pp.png(disc))[0]) is None

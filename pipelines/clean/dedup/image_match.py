@@ -263,11 +263,14 @@ def _kept_bytes(picture) -> int:
     surroundings (the ink's peak and floor, as many bytes as the ink each, and two masks of a
     quarter of them), its ink's coordinates (two float64 a pixel) and its colours, raw and
     blurred; and those of its other readings (a mid-grey paper, the paper around
-    it, the crop of its faint ink too); and, once, the decoded grey pixels a large picture
-    keeps for a finer look, which its readings share."""
+    it, the crop of its faint ink too, its page without a surround); and, once, the decoded grey
+    pixels a large picture keeps for a finer look, which its readings share (its page has its
+    own)."""
     if isinstance(picture, str):
         return len(picture)
-    return _reading_bytes(picture) + (picture.grey.nbytes if picture.grey is not None else 0)
+    page = picture.page_reading  # its page's grey pixels, apart from the picture's
+    return _reading_bytes(picture) + (picture.grey.nbytes if picture.grey is not None else 0) + \
+        (page.grey.nbytes if page is not None and page.grey is not None else 0)
 
 
 def _reading_bytes(picture) -> int:

@@ -9,7 +9,9 @@ coincide with it everywhere.
    ink's longer side is ``WORK_SIDE`` pixels: margins and size no longer count. Where that
    reading may not be what a copy reads, a second one is kept: a paper of a middle grey read
    with the other polarity, the paper of its outer ring where the most common grey is a fill,
-   a crop to its faint ink too (``compare_prepared`` tries them on a pair that differs);
+   a crop to its faint ink too, the page inside a darker surround (a scan's black margin, a
+   page photographed on a table: ``_page_box``) read alone (``compare_prepared`` tries them on a
+   pair that differs);
 2. align the second onto the first by ECC (``_ecc_affine``: OpenCV's ``findTransformECC``, an
    affine warp from the identity, on blurred ink, coarse then fine; ink boxes of other shapes
    that it does not align start again from their scale): a re-scan's small turn, shift and scale,
@@ -85,6 +87,7 @@ OTHER_DRAWING = 0.2  # share of a picture's ink left unmatched from which it is 
 MIN_CONTRAST = 24  # grey levels between paper and ink below which a picture is blank
 RING = 2  # pixels: the outer ring of a picture, where its paper is (``_border_paper``)
 RING_SHARE = 0.25  # a most common grey with less of the ring than this may be a fill
+SURROUND_SHARE = 0.9  # share of the ring of one grey from which it may be a surround (``_page_box``)
 PAPER_SPREAD = 12  # greys either side of its level a paper may spread over
 PAPER_SHARE = 0.1  # share of a picture's pixels from which a band of greys may be its paper
 FAINT_BOX = 0.12  # inkness from which ink counts for a picture's second crop (``_other_box``)
@@ -157,6 +160,9 @@ class InkPicture:
     border_reading: InkPicture | None = field(default=None, compare=False, repr=False)
     # a picture whose faint ink reaches beyond its ink box cropped to that too
     faint_reading: InkPicture | None = field(default=None, compare=False, repr=False)
+    # a page inside a darker surround (a scan's black margin, a page photographed on a table)
+    # read alone, from its own grey pixels (``_page_box``)
+    page_reading: InkPicture | None = field(default=None, compare=False, repr=False)
     # what it was read from, to be read again finer (``_finer``): the inkness of each grey level
     # and the decoded grey pixels
     table: np.ndarray | None = field(default=None, compare=False, repr=False)
@@ -164,7 +170,7 @@ class InkPicture:
 
     def other_readings(self) -> dict[str, InkPicture]:
         """Its other readings that it has, by field name."""
-        return {name: reading for name in ("other_reading", "border_reading", "faint_reading")
+        return {name: reading for name in ("other_reading", "border_reading", "faint_reading", "page_reading")
                 if (reading := getattr(self, name)) is not None}
 
 
@@ -211,6 +217,17 @@ def ink_picture(data: bytes) -> InkPicture:
     digest = hashlib.blake2b(np.ascontiguousarray(rgb).data, digest_size=16)  # the pixels, then their shape
     digest.update(np.asarray(rgb.shape).tobytes())
     exact = digest.digest()
+    picture = _picture_of(grey, rgb, exact)
+    page = _page_box(grey)
+    if page is not None:
+        x0, y0, x1, y1 = page
+        picture = replace(picture, page_reading=_picture_of(np.ascontiguousarray(grey[y0:y1, x0:x1]),
+                                                            np.ascontiguousarray(rgb[y0:y1, x0:x1]), exact))
+    return picture
+
+
+def _picture_of(grey: np.ndarray, rgb: np.ndarray, exact: bytes) -> InkPicture:
+    """The normalized ink of decoded pixels, with its other readings."""
     histogram = np.bincount(grey.ravel(), minlength=256).astype(np.float64)
     smooth = _smoothed(histogram)
     paper = float(np.argmax(smooth))
@@ -235,9 +252,55 @@ def ink_picture(data: bytes) -> InkPicture:
 
 
 def _with_grey(picture: InkPicture, grey: np.ndarray) -> InkPicture:
-    """The picture and its other readings, each given the grey pixels it was read from."""
+    """The picture and its other readings, each given the grey pixels it was read from (a page
+    reading has its own)."""
     return replace(picture, grey=grey, **{name: _with_grey(reading, grey)
-                                          for name, reading in picture.other_readings().items()})
+                                          for name, reading in picture.other_readings().items()
+                                          if name != "page_reading"})
+
+
+def _ring(grey: np.ndarray) -> np.ndarray:
+    """The grey pixels of a picture's outer ring of ``RING`` pixels."""
+    return np.concatenate([grey[:RING].ravel(), grey[-RING:].ravel(), grey[RING:-RING, :RING].ravel(),
+                           grey[RING:-RING, -RING:].ravel()])
+
+
+def _page_box(grey: np.ndarray) -> tuple[int, int, int, int] | None:
+    """The box of a page lying in a darker surround: a scan's black margin, a page photographed
+    on a table, a screenshot's frame, or a scanner that pads a figure with its darkest large area.
+    The surround is the picture's outer ring when ``SURROUND_SHARE`` of it is of one grey, and
+    every pixel of that grey (within ``PAPER_SPREAD``) connected to it; what is left must be
+    ``BOX_MOVED`` of the picture smaller on some side, and its own outer ring mostly
+    (``RING_SHARE``) of a paper lighter than the surround. None otherwise (most figures: their
+    ring is their paper, and nothing on the page is lighter)."""
+    h, w = grey.shape
+    if min(h, w) <= 4 * RING:
+        return None
+    ring = _ring(grey)
+    level = int(np.median(ring))
+    if np.count_nonzero(np.abs(ring.astype(np.int16) - level) <= PAPER_SPREAD) < SURROUND_SHARE * ring.size:
+        return None
+    if np.count_nonzero(grey > level + PAPER_SPREAD) < PAPER_SHARE * grey.size:
+        return None
+    cv2 = _cv2()
+    near = (np.abs(grey.astype(np.int16) - level) <= PAPER_SPREAD).view(np.uint8)
+    _, labels = cv2.connectedComponents(np.ascontiguousarray(near), connectivity=4)
+    outer = np.unique(np.concatenate([labels[0], labels[-1], labels[:, 0], labels[:, -1]]))
+    inside = ~np.isin(labels, outer[outer > 0])
+    rows, cols = np.flatnonzero(inside.sum(axis=1) > SPECK), np.flatnonzero(inside.sum(axis=0) > SPECK)
+    if not rows.size or not cols.size:
+        return None
+    x0, y0, x1, y1 = int(cols[0]), int(rows[0]), int(cols[-1]) + 1, int(rows[-1]) + 1
+    if max(x0, w - x1) < BOX_MOVED * w and max(y0, h - y1) < BOX_MOVED * h:
+        return None
+    if min(x1 - x0, y1 - y0) <= 4 * RING:
+        return None
+    page_ring = _ring(grey[y0:y1, x0:x1])
+    paper = int(np.argmax(_smoothed(np.bincount(page_ring, minlength=256).astype(np.float64))))
+    alike = np.count_nonzero(np.abs(page_ring.astype(np.int16) - paper) <= PAPER_SPREAD)
+    if paper <= level + PAPER_SPREAD or alike < RING_SHARE * page_ring.size:
+        return None
+    return x0, y0, x1, y1
 
 
 def _smoothed(histogram: np.ndarray) -> np.ndarray:
@@ -255,8 +318,7 @@ def _border_paper(grey: np.ndarray, histogram: np.ndarray, smooth: np.ndarray, p
     page as paper."""
     if min(grey.shape) <= 2 * RING:
         return None
-    ring = np.concatenate([grey[:RING].ravel(), grey[-RING:].ravel(), grey[RING:-RING, :RING].ravel(),
-                           grey[RING:-RING, -RING:].ravel()])
+    ring = _ring(grey)
     around = np.bincount(ring, minlength=256).astype(np.float64)
     border = int(np.argmax(_smoothed(around)))
     if abs(border - paper) <= PAPER_SPREAD:
@@ -1179,6 +1241,11 @@ def _compare_fixed_first(a: InkPicture, b: InkPicture) -> InkVerdict:
         other = _compare_readings(first or a, second or b)
         if other.same and other.kind == "copy":  # not two readings that find no ink
             return replace(other, measure={**other.measure, "reading": reading})
+    if a.page_reading is not None or b.page_reading is not None:
+        # the page without its surround, with every reading it has (it has no page reading)
+        other = _compare_fixed_first(a.page_reading or a, b.page_reading or b)
+        if other.same and other.kind == "copy":
+            return replace(other, measure={**other.measure, "page": True})
     return verdict
 
 
