@@ -56,9 +56,14 @@ try:
 except ImportError:  # loaded by path (a python: source) where tests/ is not on sys.path
     CORPORA = (Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora").resolve()
 
-COPIES = ("jpeg", "resize", "rescan", "crop")
+COPIES = ("jpeg", "resize", "rescan", "crop", "surround")
 DIFFERENT = ("added_label", "label_on_fill", "nearest_other", "shared_frame", "other_label")
 KINDS = COPIES + DIFFERENT
+# each class's seed of its pairs: a class added later takes the next number, so that the pairs of
+# every other class stay what they were
+_CLASS_SEED = {kind: k + 1 for k, kind in enumerate(
+    ("jpeg", "resize", "rescan", "crop", "added_label", "label_on_fill", "nearest_other", "shared_frame",
+     "other_label", "surround"))}
 SHOULD_MERGE = {k: k in COPIES for k in KINDS}
 # goals of issue 29: share of pairs merged (copies at least, different pictures at most)
 GOALS = {**{k: 0.98 for k in COPIES}, **{k: 0.0 for k in DIFFERENT}}
@@ -223,7 +228,7 @@ def same_drawing(x: Image.Image, y: Image.Image, tolerance: float = SAME_DRAWING
 
 def _order(seed: int, kind: str) -> list[int]:
     """The pool, in the seeded order a kind draws its figures from."""
-    rng = np.random.default_rng([seed, KINDS.index(kind) + 1, 0x4A2D])
+    rng = np.random.default_rng([seed, _CLASS_SEED[kind], 0x4A2D])
     return rng.permutation(len(pool())).tolist()
 
 
@@ -335,6 +340,21 @@ def make_crop(fig: Figure, rng: np.random.Generator, i: int) -> tuple[bytes, str
     out = Image.new("RGB", page, bg)
     out.paste(content, at)
     return encode(out, _like(fig)), f"{mode}: drawing {cw}x{ch} at {at} on {page[0]}x{page[1]} (was {(left, top)} on {im.width}x{im.height})"
+
+
+def make_surround(fig: Figure, rng: np.random.Generator) -> tuple[bytes, str]:
+    """The page on a darker surround: a scan's black margin, a photograph on a table, a
+    screenshot's dark frame; each side 3-15% of the page, sometimes re-encoded as JPEG."""
+    im = figure_image(fig)
+    colour = tuple(int(c) for c in (rng.integers(0, 70, 3) if rng.random() < 0.6 else
+                                    (rng.integers(90, 140), rng.integers(60, 100), rng.integers(30, 70))))
+    sides = [round(float(rng.uniform(0.03, 0.15)) * (im.width if k % 2 == 0 else im.height)) + 2 for k in range(4)]
+    out = Image.new("RGB", (im.width + sides[0] + sides[2], im.height + sides[1] + sides[3]), colour)
+    out.paste(im, (sides[0], sides[1]))
+    if rng.random() < 0.4:
+        quality = int(rng.integers(75, 92))
+        return encode(out, "JPEG", quality=quality), f"surround {colour}, sides {sides}, JPEG {quality}"
+    return encode(out, "PNG"), f"surround {colour}, sides {sides}"
 
 
 # ---- an added label ----------------------------------------------------------------------------
@@ -675,7 +695,7 @@ def _cases(kind: str, n: int, seed: int) -> tuple[HardCase, ...]:
 
     i = 0
     while len(out) < n:
-        rng = np.random.default_rng([seed, KINDS.index(kind) + 1, i])
+        rng = np.random.default_rng([seed, _CLASS_SEED[kind], i])
         if kind == "shared_frame":
             a, b, origin = make_shared_frame(draws, rng, i)
             out.append(HardCase(kind, False, a, b, origin))
@@ -696,6 +716,8 @@ def _cases(kind: str, n: int, seed: int) -> tuple[HardCase, ...]:
             made = make_rescan(fig, rng)
         elif kind == "crop":
             made = make_crop(fig, rng, i)
+        elif kind == "surround":
+            made = make_surround(fig, rng)
         elif kind == "added_label":
             made = make_added_label(fig, rng)
         elif kind == "label_on_fill":

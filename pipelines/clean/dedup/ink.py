@@ -87,7 +87,8 @@ OTHER_DRAWING = 0.2  # share of a picture's ink left unmatched from which it is 
 MIN_CONTRAST = 24  # grey levels between paper and ink below which a picture is blank
 RING = 2  # pixels: the outer ring of a picture, where its paper is (``_border_paper``)
 RING_SHARE = 0.25  # a most common grey with less of the ring than this may be a fill
-SURROUND_SHARE = 0.9  # share of the ring of one grey from which it may be a surround (``_page_box``)
+SURROUND_SHARE = 0.9  # share of the ring of one grey from which it may be a surround (``_page_box``),
+SURROUND_SIDE = 4  # and the pixels it must cover on some side
 PAPER_SPREAD = 12  # greys either side of its level a paper may spread over
 PAPER_SHARE = 0.1  # share of a picture's pixels from which a band of greys may be its paper
 FAINT_BOX = 0.12  # inkness from which ink counts for a picture's second crop (``_other_box``)
@@ -270,7 +271,7 @@ def _page_box(grey: np.ndarray) -> tuple[int, int, int, int] | None:
     on a table, a screenshot's frame, or a scanner that pads a figure with its darkest large area.
     The surround is the picture's outer ring when ``SURROUND_SHARE`` of it is of one grey, and
     every pixel of that grey (within ``PAPER_SPREAD``) connected to it; what is left must be
-    ``BOX_MOVED`` of the picture smaller on some side, and its own outer ring mostly
+    ``SURROUND_SIDE`` pixels inside the picture on some side, and its own outer ring mostly
     (``RING_SHARE``) of a paper lighter than the surround. None otherwise (most figures: their
     ring is their paper, and nothing on the page is lighter)."""
     h, w = grey.shape
@@ -291,7 +292,7 @@ def _page_box(grey: np.ndarray) -> tuple[int, int, int, int] | None:
     if not rows.size or not cols.size:
         return None
     x0, y0, x1, y1 = int(cols[0]), int(rows[0]), int(cols[-1]) + 1, int(rows[-1]) + 1
-    if max(x0, w - x1) < BOX_MOVED * w and max(y0, h - y1) < BOX_MOVED * h:
+    if max(x0, y0, w - x1, h - y1) < SURROUND_SIDE:
         return None
     if min(x1 - x0, y1 - y0) <= 4 * RING:
         return None
