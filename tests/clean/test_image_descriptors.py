@@ -266,4 +266,4 @@ def test_a_page_in_a_darker_surround_is_described_without_it():
     white = pp.real_figures(1, seed=0)[0].read_bytes()
     from pipelines.clean.dedup import phash
 
-    assert phash._page_in_surround(pp.rgb(white), pp.rgb(white)) is None
+    assert phash._page_in_surround(np.asarray(pp.rgb(white)), pp.rgb(white), None) is None

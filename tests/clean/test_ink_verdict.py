@@ -945,7 +945,7 @@ def test_a_figure_on_a_darker_surround_is_a_copy_and_its_labelled_figure_is_not(
     """A scan's black margin, a page photographed on a table or a screenshot's dark frame: the
     figure on a surround darker than its paper was another picture for every one of 40 real
     figures (the surround read as ink, or as the paper). The page is now read alone as well
-    (``ink._page_box``): a copy, re-encoded too; the figure with an added label on the same
+    (``ink.page_box``): a copy, re-encoded too; the figure with an added label on the same
     surround is still another picture."""
     figures = pp.real_figures(12, seed=0)
     same, labelled_same = 0, []
@@ -973,4 +973,4 @@ def test_a_drawing_on_its_own_dark_field_is_not_the_drawing_without_it():
     field = pp.Image.new("RGB", (160, 160), (0, 0, 0))
     pp.ImageDraw.Draw(field).ellipse((40, 40, 120, 120), fill=(255, 255, 255), outline=(0, 0, 0), width=3)
     assert not compare_pictures(pp.png(disc), pp.png(field)).same
-    assert ink._page_box(ink._decode(pp.png(disc))[0]) is None
+    assert ink.page_box(ink._decode(pp.png(disc))[0]) is None

@@ -10,7 +10,7 @@ coincide with it everywhere.
    reading may not be what a copy reads, a second one is kept: a paper of a middle grey read
    with the other polarity, the paper of its outer ring where the most common grey is a fill,
    a crop to its faint ink too, the page inside a darker surround (a scan's black margin, a
-   page photographed on a table: ``_page_box``) read alone (``compare_prepared`` tries them on a
+   page photographed on a table: ``page_box``) read alone (``compare_prepared`` tries them on a
    pair that differs);
 2. align the second onto the first by ECC (``_ecc_affine``: OpenCV's ``findTransformECC``, an
    affine warp from the identity, on blurred ink, coarse then fine; ink boxes of other shapes
@@ -87,7 +87,7 @@ OTHER_DRAWING = 0.2  # share of a picture's ink left unmatched from which it is 
 MIN_CONTRAST = 24  # grey levels between paper and ink below which a picture is blank
 RING = 2  # pixels: the outer ring of a picture, where its paper is (``_border_paper``)
 RING_SHARE = 0.25  # a most common grey with less of the ring than this may be a fill
-SURROUND_SHARE = 0.9  # share of the ring of one grey from which it may be a surround (``_page_box``),
+SURROUND_SHARE = 0.9  # share of the ring of one grey from which it may be a surround (``page_box``),
 SURROUND_SIDE = 4  # and the pixels it must cover on some side
 PAPER_SPREAD = 12  # greys either side of its level a paper may spread over
 PAPER_SHARE = 0.1  # share of a picture's pixels from which a band of greys may be its paper
@@ -162,7 +162,7 @@ class InkPicture:
     # a picture whose faint ink reaches beyond its ink box cropped to that too
     faint_reading: InkPicture | None = field(default=None, compare=False, repr=False)
     # a page inside a darker surround (a scan's black margin, a page photographed on a table)
-    # read alone, from its own grey pixels (``_page_box``)
+    # read alone, from its own grey pixels (``page_box``)
     page_reading: InkPicture | None = field(default=None, compare=False, repr=False)
     # what it was read from, to be read again finer (``_finer``): the inkness of each grey level
     # and the decoded grey pixels
@@ -219,7 +219,7 @@ def ink_picture(data: bytes) -> InkPicture:
     digest.update(np.asarray(rgb.shape).tobytes())
     exact = digest.digest()
     picture = _picture_of(grey, rgb, exact)
-    page = _page_box(grey)
+    page = page_box(grey)
     if page is not None:
         x0, y0, x1, y1 = page
         picture = replace(picture, page_reading=_picture_of(np.ascontiguousarray(grey[y0:y1, x0:x1]),
@@ -266,7 +266,7 @@ def _ring(grey: np.ndarray) -> np.ndarray:
                            grey[RING:-RING, -RING:].ravel()])
 
 
-def _page_box(grey: np.ndarray) -> tuple[int, int, int, int] | None:
+def page_box(grey: np.ndarray) -> tuple[int, int, int, int] | None:
     """The box of a page lying in a darker surround: a scan's black margin, a page photographed
     on a table, a screenshot's frame, or a scanner that pads a figure with its darkest large area.
     The surround is the picture's outer ring when ``SURROUND_SHARE`` of it is of one grey, and

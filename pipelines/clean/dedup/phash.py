@@ -194,16 +194,17 @@ def _grey_of(colour: tuple[int, int, int]) -> int:
     return Image.new("RGB", (1, 1), colour).convert("L").getpixel((0, 0))
 
 
-def _page_in_surround(work: Image.Image, full: Image.Image) -> tuple[int, int, int, int] | None:
-    """The box of a page lying in a darker surround (``ink._page_box``, the picture verdict's
+def _page_in_surround(pixels: np.ndarray, full: Image.Image,
+                      grey: Image.Image | None) -> tuple[int, int, int, int] | None:
+    """The box of a page lying in a darker surround (``ink.page_box``, the picture verdict's
     reading of it) in ``full``'s pixels, or None: a copy on a scan's black margin then has its
-    original's content. ``work``, a reduced copy, tells most figures apart first: its ring is
-    white paper."""
-    from pipelines.clean.dedup.ink import PAPER_SPREAD, _page_box
+    original's content. ``pixels``, a reduced copy's, tell most figures apart first: their ring
+    is white paper. ``grey``: ``full.convert("L")`` when that is at hand."""
+    from pipelines.clean.dedup.ink import PAPER_SPREAD, page_box
 
-    if _grey_of(_paper_colour(np.asarray(work))) + PAPER_SPREAD >= 255:
+    if _grey_of(_paper_colour(pixels)) + PAPER_SPREAD >= 255:
         return None  # a ring this light: no page can be lighter than it
-    return _page_box(np.asarray(full.convert("L")))
+    return page_box(np.asarray(grey if grey is not None else full.convert("L")))
 
 
 def _content_of_image(
@@ -225,7 +226,7 @@ def _content_of_image(
     else:
         work = full
         pixels = rgb_pixels if rgb_pixels is not None and full is im else np.asarray(full)
-    page = _page_in_surround(work, full)
+    page = _page_in_surround(pixels, full, grey if full is im else None)
     if page is not None:  # the page alone: a scan's black margin is not part of its content
         full = full.crop(page)
         factor = max(1, min(full.size) // CONTENT_WORK_SIDE)
