@@ -965,6 +965,31 @@ def test_a_figure_on_a_darker_surround_is_a_copy_and_its_labelled_figure_is_not(
     assert compare_pictures(figures[0].read_bytes(), jpeg).same
 
 
+
+@pytest.mark.parametrize("name, colour, sides, quality", [
+    ("scemqa/Multiple_Choice/Math/106.png", (100, 99, 55), (64, 30, 36, 50), 81),
+    ("scemqa/Multiple_Choice/Math/148.jpg", (56, 26, 43), (15, 91, 47, 100), 87),
+    ("scemqa/Multiple_Choice/Chemistry/121.jpg", (24, 62, 35), (41, 18, 69, 12), 81),
+    ("gaokao-mm/Data/2010-2023_Physics_MCQs/2010-2023_Physics_MCQs_34_0.png", (95, 95, 32), (68, 25, 76, 10), 76),
+    ("wemath/data/2steps/image/233-1.png", (99, 80, 42), (20, 10, 14, 19), None),
+])
+def test_the_page_box_is_the_page_under_a_jpeg_s_ringing_and_with_a_frame_at_its_edge(name, colour, sides, quality):
+    """Hard cases of the class ``surround`` that stayed other pictures: a JPEG rings along the
+    page's edge, so more than a speck of a line of the surround (a row at the page's top, a
+    column at its right) read as the page's, and the page reading had a line of ink along that
+    edge; a real figure drawn with a frame line at its own edge (We-Math 2steps 233-1) has as
+    much of that line as of paper in its ring, and the page was refused as not lighter than the
+    surround. The page box is now the page, to the pixel, and each is a copy of the figure."""
+    data = (pp.CORPORA / name).read_bytes()
+    im = pp.rgb(data)
+    left, top, right, bottom = sides
+    framed = pp.Image.new("RGB", (im.width + left + right, im.height + top + bottom), colour)
+    framed.paste(im, (left, top))
+    copy = pp.png(framed) if quality is None else pp.jpeg(framed, quality)
+    assert ink.page_box(ink._decode(copy)[0]) == (left, top, left + im.width, top + im.height)
+    verdict = compare_pictures(data, copy)
+    assert verdict.same and verdict.measure.get("page") is True, verdict
+
 def test_a_drawing_on_its_own_dark_field_is_not_the_drawing_without_it():
     """A page box needs a surround darker than the page's own paper: a white disc on a black
     square is not the disc on white paper, nor the black square a surround."""

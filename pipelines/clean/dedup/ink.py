@@ -266,14 +266,17 @@ def _ring(grey: np.ndarray) -> np.ndarray:
                            grey[RING:-RING, -RING:].ravel()])
 
 
-def page_box(grey: np.ndarray) -> tuple[int, int, int, int] | None:
+def page_box(grey: np.ndarray, resampled: bool = False) -> tuple[int, int, int, int] | None:
     """The box of a page lying in a darker surround: a scan's black margin, a page photographed
     on a table, a screenshot's frame, or a scanner that pads a figure with its darkest large area.
     The surround is the picture's outer ring when ``SURROUND_SHARE`` of it is of one grey, and
     every pixel of that grey (within ``PAPER_SPREAD``) connected to it; what is left must be
     ``SURROUND_SIDE`` pixels inside the picture on some side, and its own outer ring mostly
     (``RING_SHARE``) of a paper lighter than the surround. None otherwise (most figures: their
-    ring is their paper, and nothing on the page is lighter)."""
+    ring is their paper, and nothing on the page is lighter). Edge lines mostly of the
+    surround's grey are the surround's (a JPEG rings along the page's edge); ``resampled``: the
+    pixels were decoded at a reduced scale, and edge lines that blend the paper with the
+    surround are left out too (``_unblended``)."""
     h, w = grey.shape
     if min(h, w) <= 4 * RING:
         return None
@@ -292,16 +295,66 @@ def page_box(grey: np.ndarray) -> tuple[int, int, int, int] | None:
     if not rows.size or not cols.size:
         return None
     x0, y0, x1, y1 = int(cols[0]), int(rows[0]), int(cols[-1]) + 1, int(rows[-1]) + 1
-    if max(x0, y0, w - x1, h - y1) < SURROUND_SIDE:
-        return None
+    # an edge line mostly of the surround's grey is the surround: a JPEG's ringing along the
+    # page's edge leaves more than a speck of other greys in it
+    while x1 - x0 > 4 * RING and y1 - y0 > 4 * RING:
+        if 2 * np.count_nonzero(near[y0, x0:x1]) > x1 - x0:
+            y0 += 1
+        elif 2 * np.count_nonzero(near[y1 - 1, x0:x1]) > x1 - x0:
+            y1 -= 1
+        elif 2 * np.count_nonzero(near[y0:y1, x0]) > y1 - y0:
+            x0 += 1
+        elif 2 * np.count_nonzero(near[y0:y1, x1 - 1]) > y1 - y0:
+            x1 -= 1
+        else:
+            break
     if min(x1 - x0, y1 - y0) <= 4 * RING:
         return None
-    page_ring = _ring(grey[y0:y1, x0:x1])
-    paper = int(np.argmax(_smoothed(np.bincount(page_ring, minlength=256).astype(np.float64))))
-    alike = np.count_nonzero(np.abs(page_ring.astype(np.int16) - paper) <= PAPER_SPREAD)
-    if paper <= level + PAPER_SPREAD or alike < RING_SHARE * page_ring.size:
+    paper = _page_paper(grey[y0:y1, x0:x1], level)
+    if paper is None:
+        return None
+    if resampled:
+        x0, y0, x1, y1 = _unblended(grey, (x0, y0, x1, y1), level, paper)
+    if max(x0, y0, w - x1, h - y1) < SURROUND_SIDE:
+        return None
+    if min(x1 - x0, y1 - y0) <= 4 * RING or _page_paper(grey[y0:y1, x0:x1], level) is None:
         return None
     return x0, y0, x1, y1
+
+
+def _unblended(grey: np.ndarray, box: tuple[int, int, int, int], level: int, paper: int) -> tuple[int, int, int, int]:
+    """A page's box without the edge lines that are a blend of its paper with the surround:
+    mostly of greys between the two, with paper inside them. A picture decoded at a reduced
+    scale (a JPEG's draft) blends a page's edge that falls between two of its pixels; the
+    picture's own pixels are left as they are (a page may have lines of its own at its edge)."""
+    x0, y0, x1, y1 = box
+    between = ((grey > level + PAPER_SPREAD) & (grey < paper - PAPER_SPREAD)).view(np.uint8)
+    on_paper = (np.abs(grey.astype(np.int16) - paper) <= PAPER_SPREAD).view(np.uint8)
+
+    def blend(edge: tuple, inside: tuple) -> int:
+        """1 if the edge line is such a blend, else 0."""
+        size = between[edge].size
+        return int(2 * np.count_nonzero(between[edge]) > size and 2 * np.count_nonzero(on_paper[inside]) > size)
+
+    across, down = slice(x0, x1), slice(y0, y1)
+    y0, y1 = y0 + blend((y0, across), (y0 + 1, across)), y1 - blend((y1 - 1, across), (y1 - 2, across))
+    x0, x1 = x0 + blend((down, x0), (down, x0 + 1)), x1 - blend((down, x1 - 1), (down, x1 - 2))
+    return x0, y0, x1, y1
+
+
+def _page_paper(page: np.ndarray, level: int) -> int | None:
+    """The paper of a page in a surround of grey ``level``: the page's most common grey lighter
+    than the surround, when ``RING_SHARE`` of the page's ring is lighter than the surround too (a
+    frame line drawn at the page's edge, or a blend of the paper with the surround, may hold as
+    much of the ring as the paper; a drawing on a dark field has that field around it); None
+    otherwise."""
+    lighter = _smoothed(np.bincount(page.ravel(), minlength=256).astype(np.float64))
+    lighter[:min(256, level + PAPER_SPREAD + 1)] = 0
+    paper = int(np.argmax(lighter))
+    page_ring = _ring(page)
+    if paper <= level + PAPER_SPREAD or np.count_nonzero(page_ring > level + PAPER_SPREAD) < RING_SHARE * page_ring.size:
+        return None
+    return paper
 
 
 def _smoothed(histogram: np.ndarray) -> np.ndarray:

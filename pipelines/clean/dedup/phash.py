@@ -194,26 +194,28 @@ def _grey_of(colour: tuple[int, int, int]) -> int:
     return Image.new("RGB", (1, 1), colour).convert("L").getpixel((0, 0))
 
 
-def _page_in_surround(pixels: np.ndarray, full: Image.Image,
-                      grey: Image.Image | None) -> tuple[int, int, int, int] | None:
+def _page_in_surround(pixels: np.ndarray, full: Image.Image, grey: Image.Image | None,
+                      resampled: bool = False) -> tuple[int, int, int, int] | None:
     """The box of a page lying in a darker surround (``ink.page_box``, the picture verdict's
     reading of it) in ``full``'s pixels, or None: a copy on a scan's black margin then has its
     original's content. ``pixels``, a reduced copy's, tell most figures apart first: their ring
-    is white paper. ``grey``: ``full.convert("L")`` when that is at hand."""
+    is white paper. ``grey``: ``full.convert("L")`` when that is at hand; ``resampled``: ``full``
+    was decoded at a reduced scale (a JPEG's draft)."""
     from pipelines.clean.dedup.ink import PAPER_SPREAD, page_box
 
     if _grey_of(_paper_colour(pixels)) + PAPER_SPREAD >= 255:
         return None  # a ring this light: no page can be lighter than it
-    return page_box(np.asarray(grey if grey is not None else full.convert("L")))
+    return page_box(np.asarray(grey if grey is not None else full.convert("L")), resampled)
 
 
 def _content_of_image(
-    im: Image.Image, rgb_pixels: np.ndarray | None = None, grey: Image.Image | None = None
+    im: Image.Image, rgb_pixels: np.ndarray | None = None, grey: Image.Image | None = None, resampled: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(32x32 grey hash input of the content, 16x16x3 RGB thumbnail of it, box in permille of
     the page as uint16 [left, top, right, bottom], colour histogram of the page as uint8).
     ``rgb_pixels``: the pixels of ``im`` when it is RGB and they are at hand as an array;
-    ``grey``: ``im.convert("L")`` when it is RGB and that is at hand.
+    ``grey``: ``im.convert("L")`` when it is RGB and that is at hand; ``resampled``: ``im`` was
+    decoded at a reduced scale.
 
     The box is found on a copy reduced by a whole factor to about CONTENT_WORK_SIDE pixels
     across; the content is cut from the image itself, so that its pixels do not depend on the
@@ -226,7 +228,7 @@ def _content_of_image(
     else:
         work = full
         pixels = rgb_pixels if rgb_pixels is not None and full is im else np.asarray(full)
-    page = _page_in_surround(pixels, full, grey if full is im else None)
+    page = _page_in_surround(pixels, full, grey if full is im else None, resampled)
     if page is not None:  # the page alone: a scan's black margin is not part of its content
         full = full.crop(page)
         factor = max(1, min(full.size) // CONTENT_WORK_SIDE)
@@ -286,7 +288,7 @@ def _described_bytes(data: bytes, fast: bool = True, name: str = "image"):
         with Image.open(io.BytesIO(data)) as im:
             if jpeg_draft:
                 im.draft("RGB", (CONTENT_WORK_SIDE, CONTENT_WORK_SIDE))
-            return (page, *_content_of_image(im), size)
+            return (page, *_content_of_image(im, resampled=im.size != size), size)
     except PhashError:
         raise
     except Exception as exc:  # Pillow raises many types for corrupt data
