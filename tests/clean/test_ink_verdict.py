@@ -965,7 +965,6 @@ def test_a_figure_on_a_darker_surround_is_a_copy_and_its_labelled_figure_is_not(
     assert compare_pictures(figures[0].read_bytes(), jpeg).same
 
 
-
 @pytest.mark.parametrize("name, colour, sides, quality", [
     ("scemqa/Multiple_Choice/Math/106.png", (100, 99, 55), (64, 30, 36, 50), 81),
     ("scemqa/Multiple_Choice/Math/148.jpg", (56, 26, 43), (15, 91, 47, 100), 87),
@@ -989,6 +988,7 @@ def test_the_page_box_is_the_page_under_a_jpeg_s_ringing_and_with_a_frame_at_its
     assert ink.page_box(ink._decode(copy)[0]) == (left, top, left + im.width, top + im.height)
     verdict = compare_pictures(data, copy)
     assert verdict.same and verdict.measure.get("page") is True, verdict
+
 
 def test_a_drawing_on_its_own_dark_field_is_not_the_drawing_without_it():
     """A page box needs a surround darker than the page's own paper: a white disc on a black

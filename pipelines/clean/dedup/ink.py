@@ -315,9 +315,9 @@ def page_box(grey: np.ndarray, resampled: bool = False) -> tuple[int, int, int, 
         return None
     if resampled:
         x0, y0, x1, y1 = _unblended(grey, (x0, y0, x1, y1), level, paper)
+        if min(x1 - x0, y1 - y0) <= 4 * RING or _page_paper(grey[y0:y1, x0:x1], level) is None:
+            return None
     if max(x0, y0, w - x1, h - y1) < SURROUND_SIDE:
-        return None
-    if min(x1 - x0, y1 - y0) <= 4 * RING or _page_paper(grey[y0:y1, x0:x1], level) is None:
         return None
     return x0, y0, x1, y1
 
@@ -328,13 +328,13 @@ def _unblended(grey: np.ndarray, box: tuple[int, int, int, int], level: int, pap
     scale (a JPEG's draft) blends a page's edge that falls between two of its pixels; the
     picture's own pixels are left as they are (a page may have lines of its own at its edge)."""
     x0, y0, x1, y1 = box
-    between = ((grey > level + PAPER_SPREAD) & (grey < paper - PAPER_SPREAD)).view(np.uint8)
-    on_paper = (np.abs(grey.astype(np.int16) - paper) <= PAPER_SPREAD).view(np.uint8)
 
     def blend(edge: tuple, inside: tuple) -> int:
         """1 if the edge line is such a blend, else 0."""
-        size = between[edge].size
-        return int(2 * np.count_nonzero(between[edge]) > size and 2 * np.count_nonzero(on_paper[inside]) > size)
+        line, within = grey[edge], grey[inside].astype(np.int16)
+        between = np.count_nonzero((line > level + PAPER_SPREAD) & (line < paper - PAPER_SPREAD))
+        on_paper = np.count_nonzero(np.abs(within - paper) <= PAPER_SPREAD)
+        return int(2 * between > line.size and 2 * on_paper > line.size)
 
     across, down = slice(x0, x1), slice(y0, y1)
     y0, y1 = y0 + blend((y0, across), (y0 + 1, across)), y1 - blend((y1 - 1, across), (y1 - 2, across))
